@@ -1,0 +1,273 @@
+//! The governed asset: the metadata every memory record, document, chunk, skill version and
+//! summary carries (DESIGN §2), and the stored record that pairs it with its body.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::acl::Acl;
+use crate::error::{CoreError, CoreResult};
+use crate::scope::Scope;
+
+/// Stable asset id: a UUIDv7 string, never reused.
+pub type AssetId = String;
+
+pub fn new_asset_id() -> AssetId {
+    uuid::Uuid::now_v7().to_string()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AssetKind {
+    Memory,
+    Document,
+    Chunk,
+    SkillVersion,
+    Summary,
+}
+
+impl AssetKind {
+    pub const ALL: [AssetKind; 5] = [
+        AssetKind::Memory,
+        AssetKind::Document,
+        AssetKind::Chunk,
+        AssetKind::SkillVersion,
+        AssetKind::Summary,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssetKind::Memory => "memory",
+            AssetKind::Document => "document",
+            AssetKind::Chunk => "chunk",
+            AssetKind::SkillVersion => "skill_version",
+            AssetKind::Summary => "summary",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+/// Where an asset came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    UserStatement,
+    ToolResult,
+    Document,
+    ModelInference,
+    System,
+    Import,
+    Web,
+}
+
+impl SourceKind {
+    /// The trust a source earns by default.
+    pub fn default_trust(self) -> Trust {
+        match self {
+            SourceKind::System => Trust::AuthoritativeSystem,
+            SourceKind::Document | SourceKind::Import => Trust::VerifiedFact,
+            SourceKind::UserStatement => Trust::UserStatement,
+            SourceKind::ModelInference => Trust::ModelInference,
+            SourceKind::ToolResult | SourceKind::Web => Trust::ExternalContent,
+        }
+    }
+
+    /// Sources whose text may carry someone else's instructions.
+    pub fn is_external(self) -> bool {
+        matches!(
+            self,
+            SourceKind::ToolResult | SourceKind::Document | SourceKind::Web | SourceKind::Import
+        )
+    }
+}
+
+/// Trust, ordered: a higher value outranks a lower one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    ExternalContent = 0,
+    ModelInference = 1,
+    UserStatement = 2,
+    VerifiedFact = 3,
+    AuthoritativeSystem = 4,
+    PlatformRule = 5,
+}
+
+/// Sensitivity, ordered from least to most sensitive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sensitivity {
+    Public,
+    Internal,
+    Confidential,
+    Secret,
+}
+
+/// Lifecycle status. Content is immutable per version; status is governance state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AssetStatus {
+    Draft,
+    Active,
+    Candidate,
+    Quarantined,
+    ConflictPending,
+    Confirmed,
+    Superseded,
+    Deprecated,
+    Yanked,
+    Revoked,
+    Expired,
+}
+
+impl AssetStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssetStatus::Draft => "draft",
+            AssetStatus::Active => "active",
+            AssetStatus::Candidate => "candidate",
+            AssetStatus::Quarantined => "quarantined",
+            AssetStatus::ConflictPending => "conflict_pending",
+            AssetStatus::Confirmed => "confirmed",
+            AssetStatus::Superseded => "superseded",
+            AssetStatus::Deprecated => "deprecated",
+            AssetStatus::Yanked => "yanked",
+            AssetStatus::Revoked => "revoked",
+            AssetStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        use AssetStatus::*;
+        [
+            Draft,
+            Active,
+            Candidate,
+            Quarantined,
+            ConflictPending,
+            Confirmed,
+            Superseded,
+            Deprecated,
+            Yanked,
+            Revoked,
+            Expired,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+
+    /// Statuses whose content may be served in search results and context.
+    pub fn is_servable(self) -> bool {
+        matches!(
+            self,
+            AssetStatus::Active | AssetStatus::Confirmed | AssetStatus::Deprecated
+        )
+    }
+}
+
+/// Governance metadata carried by every asset (DESIGN §2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssetMeta {
+    pub id: AssetId,
+    pub kind: AssetKind,
+    pub scope: Scope,
+    pub owner: String,
+    pub source: SourceKind,
+    pub trust: Trust,
+    pub sensitivity: Sensitivity,
+    pub acl: Acl,
+    pub version: u32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub valid_from: Option<DateTime<Utc>>,
+    pub valid_to: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub content_hash: String,
+    pub status: AssetStatus,
+    #[serde(default)]
+    pub parents: Vec<AssetId>,
+}
+
+impl AssetMeta {
+    /// A first version with sensible defaults; callers fill in the rest.
+    pub fn new(kind: AssetKind, scope: Scope, owner: impl Into<String>, source: SourceKind) -> Self {
+        let now = Utc::now();
+        AssetMeta {
+            id: new_asset_id(),
+            kind,
+            scope,
+            owner: owner.into(),
+            source,
+            trust: source.default_trust(),
+            sensitivity: Sensitivity::Internal,
+            acl: Acl::public(),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            valid_from: None,
+            valid_to: None,
+            expires_at: None,
+            content_hash: String::new(),
+            status: AssetStatus::Active,
+            parents: vec![],
+        }
+    }
+
+    pub fn validate(&self) -> CoreResult<()> {
+        self.scope.validate()?;
+        if let (Some(a), Some(b)) = (self.valid_from, self.valid_to)
+            && b < a
+        {
+            return Err(CoreError::validation("valid_to is before valid_from"));
+        }
+        if self.owner.is_empty() {
+            return Err(CoreError::validation("owner is empty"));
+        }
+        Ok(())
+    }
+
+    /// Whether the asset is valid in the world at `t` (valid time, not retention).
+    pub fn valid_at(&self, t: DateTime<Utc>) -> bool {
+        self.valid_from.is_none_or(|f| f <= t) && self.valid_to.is_none_or(|to| t < to)
+    }
+
+    pub fn is_expired_at(&self, t: DateTime<Utc>) -> bool {
+        self.expires_at.is_some_and(|e| e <= t)
+    }
+}
+
+/// A stored version: metadata plus the kind-specific body (JSON) and an optional lookup key
+/// that the owning domain uses to find related records (memory: subject/attribute; document:
+/// source id; skill: name). `(meta.id, meta.version)` is unique and the body never changes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssetRecord {
+    pub meta: AssetMeta,
+    pub lookup_key: Option<String>,
+    pub body: serde_json::Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trust_and_sensitivity_order() {
+        assert!(Trust::PlatformRule > Trust::AuthoritativeSystem);
+        assert!(Trust::UserStatement > Trust::ModelInference);
+        assert!(Sensitivity::Secret > Sensitivity::Confidential);
+        assert_eq!(SourceKind::ModelInference.default_trust(), Trust::ModelInference);
+    }
+
+    #[test]
+    fn valid_time() {
+        let mut m = AssetMeta::new(AssetKind::Memory, Scope::tenant("a"), "u", SourceKind::System);
+        let now = Utc::now();
+        m.valid_from = Some(now);
+        assert!(m.valid_at(now));
+        assert!(!m.valid_at(now - chrono::Duration::seconds(1)));
+        m.valid_to = Some(now - chrono::Duration::seconds(5));
+        assert!(m.validate().is_err());
+    }
+}

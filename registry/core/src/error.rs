@@ -1,0 +1,177 @@
+//! The one table of stable error codes, and the core's error type.
+//!
+//! A code is a contract with callers: tests assert codes, never message text. Every code appears
+//! once in [`ErrorCode::ALL`] with its HTTP status, so the server maps errors without knowing
+//! where they came from.
+
+use serde::Serialize;
+
+/// Stable, machine-readable error codes. The wire form is the SCREAMING_SNAKE name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    ValidationFailed,
+    BadRequest,
+    Conflict,
+    InvalidTransition,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    WriteGateRejected,
+    IdempotencyKeyReused,
+    FixedZoneOverBudget,
+    ModelUnavailable,
+    ConfigInvalid,
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, each once, with its HTTP status.
+    pub const ALL: &'static [(ErrorCode, u16)] = &[
+        (ErrorCode::Unauthenticated, 401),
+        (ErrorCode::Forbidden, 403),
+        (ErrorCode::NotFound, 404),
+        (ErrorCode::ValidationFailed, 422),
+        (ErrorCode::BadRequest, 400),
+        (ErrorCode::Conflict, 409),
+        (ErrorCode::InvalidTransition, 409),
+        (ErrorCode::PayloadTooLarge, 413),
+        (ErrorCode::UnsupportedMediaType, 415),
+        (ErrorCode::WriteGateRejected, 422),
+        (ErrorCode::IdempotencyKeyReused, 422),
+        (ErrorCode::FixedZoneOverBudget, 422),
+        (ErrorCode::ModelUnavailable, 503),
+        (ErrorCode::ConfigInvalid, 500),
+        (ErrorCode::Internal, 500),
+    ];
+
+    pub fn http_status(self) -> u16 {
+        Self::ALL
+            .iter()
+            .find(|(c, _)| *c == self)
+            .map(|(_, s)| *s)
+            .unwrap_or(500)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::ValidationFailed => "VALIDATION_FAILED",
+            ErrorCode::BadRequest => "BAD_REQUEST",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::InvalidTransition => "INVALID_TRANSITION",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            ErrorCode::WriteGateRejected => "WRITE_GATE_REJECTED",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorCode::FixedZoneOverBudget => "FIXED_ZONE_OVER_BUDGET",
+            ErrorCode::ModelUnavailable => "MODEL_UNAVAILABLE",
+            ErrorCode::ConfigInvalid => "CONFIG_INVALID",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The core's error. Backends wrap their own failures as [`CoreError::Backend`].
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("validation failed: {message}")]
+    Validation {
+        message: String,
+        details: serde_json::Value,
+    },
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("invalid transition from {from} ({action}); allowed: {allowed:?}")]
+    InvalidTransition {
+        from: String,
+        action: String,
+        allowed: Vec<String>,
+    },
+    #[error("{store} backend error: {message}")]
+    Backend {
+        store: &'static str,
+        message: String,
+    },
+}
+
+pub type CoreResult<T> = Result<T, CoreError>;
+
+impl CoreError {
+    pub fn validation(message: impl Into<String>) -> Self {
+        CoreError::Validation {
+            message: message.into(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    pub fn validation_with(message: impl Into<String>, details: serde_json::Value) -> Self {
+        CoreError::Validation {
+            message: message.into(),
+            details,
+        }
+    }
+
+    pub fn backend(store: &'static str, err: impl std::fmt::Display) -> Self {
+        CoreError::Backend {
+            store,
+            message: err.to_string(),
+        }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CoreError::NotFound(_) => ErrorCode::NotFound,
+            CoreError::Forbidden(_) => ErrorCode::Forbidden,
+            CoreError::Validation { .. } => ErrorCode::ValidationFailed,
+            CoreError::Conflict(_) => ErrorCode::Conflict,
+            CoreError::InvalidTransition { .. } => ErrorCode::InvalidTransition,
+            CoreError::Backend { .. } => ErrorCode::Internal,
+        }
+    }
+
+    /// Machine-readable details for the error body.
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            CoreError::Validation { details, .. } => details.clone(),
+            CoreError::InvalidTransition { from, action, allowed } => serde_json::json!({
+                "state": from, "action": action, "allowed_transitions": allowed
+            }),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_listed_once_and_names_match_serde() {
+        let mut seen = std::collections::HashSet::new();
+        for (code, status) in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "{code} listed twice");
+            assert!((400..600).contains(status));
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.as_str().to_string())
+            );
+        }
+        assert_eq!(ErrorCode::Unauthenticated.http_status(), 401);
+        assert_eq!(ErrorCode::PayloadTooLarge.http_status(), 413);
+    }
+}

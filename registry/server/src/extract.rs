@@ -1,0 +1,108 @@
+//! Request extractors: JSON bodies whose every rejection is a coded error, and the
+//! authenticated principal behind a bearer key.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use registry_core::hash::sha256_hex;
+use registry_core::principal::Principal;
+use registry_core::store::KeyStore;
+use registry_core::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `Json<T>` whose rejections answer with the error table's codes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(ApiJson(v)),
+            Err(rej) => Err(json_rejection(rej)),
+        }
+    }
+}
+
+fn json_rejection(rej: JsonRejection) -> ApiError {
+    let status = rej.status().as_u16();
+    let text = rej.body_text();
+    match (&rej, status) {
+        (_, 413) => ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large"),
+        (JsonRejection::MissingJsonContentType(_), _) => ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "expected Content-Type: application/json",
+        ),
+        (JsonRejection::JsonDataError(_), _) => ApiError::new(ErrorCode::ValidationFailed, text),
+        _ => ApiError::new(ErrorCode::BadRequest, text),
+    }
+}
+
+/// The caller, authenticated by `Authorization: Bearer <key>`. Optional context headers
+/// (`X-Project`, `X-Session`, `X-Task`, `X-Purpose`) narrow the principal's position; they can
+/// never widen what the key's tenant and user may see.
+#[derive(Debug, Clone)]
+pub struct Auth(pub Principal);
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(ApiError::unauthenticated)?;
+        let key = header
+            .strip_prefix("Bearer ")
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .ok_or_else(ApiError::unauthenticated)?;
+        let mut principal = state.authenticate(key).await?;
+        let ctx = |name: &str| -> Result<Option<String>, ApiError> {
+            match parts.headers.get(name).map(|v| v.to_str()) {
+                None => Ok(None),
+                Some(Ok(v)) if valid_context(v) => Ok(Some(v.to_string())),
+                Some(_) => Err(ApiError::validation(format!(
+                    "header {name} must be 1-128 chars of [A-Za-z0-9._@-]"
+                ))
+                .with_details(serde_json::json!({ "field": name }))),
+            }
+        };
+        principal.project = ctx("x-project")?;
+        principal.session = ctx("x-session")?;
+        principal.task = ctx("x-task")?;
+        principal.purpose = ctx("x-purpose")?;
+        Ok(Auth(principal))
+    }
+}
+
+fn valid_context(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 128
+        && v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+}
+
+/// Looks a key up by its sha256; revoked and unknown keys both answer 401.
+pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Principal, ApiError> {
+    let rec = store
+        .find_key(&sha256_hex(key))?
+        .filter(|r| r.revoked_at.is_none())
+        .ok_or_else(ApiError::unauthenticated)?;
+    Ok(Principal {
+        tenant: rec.tenant,
+        user: rec.user,
+        groups: rec.groups,
+        roles: rec.roles,
+        purpose: None,
+        project: None,
+        session: None,
+        task: None,
+    })
+}

@@ -1,0 +1,88 @@
+#![doc = include_str!("../README.md")]
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod routes;
+pub mod state;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, StatusCode};
+use registry_core::ErrorCode;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// The whole HTTP application over `state`.
+pub fn app(state: AppState) -> Router {
+    let limit = state.config.max_body_bytes;
+    let timeout = Duration::from_secs(state.config.request_timeout_secs);
+    let request_id = HeaderName::from_static(REQUEST_ID);
+    Router::new()
+        .merge(routes::system::router())
+        .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(ErrorCode::BadRequest, "method not allowed on this route")
+}
+
+/// Serves until SIGTERM or Ctrl-C, then drains in-flight requests.
+pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    serve_until(state, listener, shutdown_signal()).await
+}
+
+/// Serves until `shutdown` completes, then drains in-flight requests.
+pub async fn serve_until(
+    state: AppState,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received; draining");
+}

@@ -1,0 +1,53 @@
+use anyhow::Context;
+use clap::Parser;
+use registry_server::cli::{Cli, Command, run_admin};
+use registry_server::state::AppState;
+use registry_store_sqlite::{SqliteStore, StoreOptions};
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REGISTRY_LOG")
+                .unwrap_or_else(|_| "info,tantivy=warn,ort=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run() {
+        Ok(code) => std::process::ExitCode::from(code as u8),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> anyhow::Result<i32> {
+    let cli = Cli::parse();
+    let config = cli.load_config()?;
+    match &cli.command {
+        Command::Serve { .. } => {
+            let state = AppState::open(config.clone()).context("start-up failed")?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async {
+                let addr = config.socket_addr();
+                let listener = tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} (setting `bind`)"))?;
+                tracing::info!(%addr, data_dir = %config.data_dir.display(), "registry listening");
+                registry_server::serve(state, listener).await?;
+                anyhow::Ok(())
+            })?;
+            Ok(0)
+        }
+        other => {
+            std::fs::create_dir_all(&config.data_dir).with_context(|| {
+                format!("cannot create the data directory {}", config.data_dir.display())
+            })?;
+            let store = SqliteStore::open_dir(&config.data_dir, StoreOptions { readers: 1 })
+                .context("cannot open the store")?;
+            run_admin(&store, other, &config)
+        }
+    }
+}

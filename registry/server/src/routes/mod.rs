@@ -1,0 +1,4 @@
+//! HTTP routes, one module per area. Each module exports `router()` and an OpenAPI fragment
+//! that `crate::openapi` merges.
+
+pub mod system;

@@ -1,0 +1,272 @@
+//! Health, identity, generic asset reads and the audit log.
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::routing::get;
+use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
+use registry_core::audit::ChainVerifier;
+use registry_core::principal::{Principal, Role};
+use registry_core::store::{AssetQuery, AssetStore};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::Auth;
+use crate::state::AppState;
+
+#[derive(OpenApi)]
+#[openapi(
+    paths(healthz, whoami, get_asset, list_assets, list_audit, verify_audit),
+    components(schemas(Health, WhoAmI, AssetView, AssetList, AuditList, AuditVerify, ErrorBody))
+)]
+pub struct SystemApi;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/assets", get(list_assets))
+        .route("/v1/assets/{id}", get(get_asset))
+        .route("/v1/audit", get(list_audit))
+        .route("/v1/audit/verify", get(verify_audit))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+    pub schema_version: i64,
+}
+
+/// Liveness and readiness: answers once the store is open.
+#[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
+pub async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
+    let v = state
+        .blocking(|s| s.store.schema_version().map_err(ApiError::internal))
+        .await?;
+    Ok(axum::Json(Health {
+        status: "ok".into(),
+        schema_version: v,
+    }))
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WhoAmI {
+    pub tenant: String,
+    pub user: String,
+    pub groups: Vec<String>,
+    pub roles: Vec<String>,
+    /// Scope keys this principal can see, from global down.
+    pub visible_scopes: Vec<String>,
+}
+
+/// The principal behind the key.
+#[utoipa::path(get, path = "/v1/whoami", security(("bearer" = [])),
+    responses((status = 200, body = WhoAmI), (status = 401, body = ErrorBody)))]
+pub async fn whoami(Auth(p): Auth) -> axum::Json<WhoAmI> {
+    axum::Json(WhoAmI {
+        visible_scopes: p.visible_scope_keys(),
+        roles: p.roles.iter().map(|r| r.as_str().to_string()).collect(),
+        tenant: p.tenant,
+        user: p.user,
+        groups: p.groups,
+    })
+}
+
+/// Governance metadata of an asset (never its body).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssetView {
+    #[schema(value_type = Object)]
+    pub meta: serde_json::Value,
+    pub lookup_key: Option<String>,
+}
+
+impl AssetView {
+    fn of(r: &AssetRecord) -> Self {
+        AssetView {
+            meta: serde_json::to_value(&r.meta).unwrap_or_default(),
+            lookup_key: r.lookup_key.clone(),
+        }
+    }
+}
+
+/// Reads an asset the principal may see. Another tenant's asset answers exactly like an id
+/// that does not exist, so existence never leaks.
+pub fn visible_record(
+    store: &dyn AssetStore,
+    p: &Principal,
+    id: &str,
+) -> ApiResult<AssetRecord> {
+    let rec = store.get(id)?;
+    match rec {
+        Some(r) if can_see_meta(p, &r.meta) => Ok(r),
+        _ => Err(ApiError::not_found(format!("no asset {id}"))),
+    }
+}
+
+fn can_see_meta(p: &Principal, m: &AssetMeta) -> bool {
+    p.can_see(&m.scope, &m.acl)
+}
+
+#[utoipa::path(get, path = "/v1/assets/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "asset id")),
+    responses((status = 200, body = AssetView), (status = 404, body = ErrorBody)))]
+pub async fn get_asset(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<AssetView>> {
+    state
+        .blocking(move |s| Ok(axum::Json(AssetView::of(&visible_record(s.store.as_ref(), &p, &id)?))))
+        .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Asset kind: memory, document, chunk, skill_version, summary.
+    pub kind: Option<String>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AssetList {
+    pub assets: Vec<AssetView>,
+}
+
+/// Lists current versions the principal may see (scope filter in the query, ACL after).
+#[utoipa::path(get, path = "/v1/assets", security(("bearer" = [])), params(ListParams),
+    responses((status = 200, body = AssetList), (status = 422, body = ErrorBody)))]
+pub async fn list_assets(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<ListParams>,
+) -> ApiResult<axum::Json<AssetList>> {
+    let kind = match q.kind.as_deref() {
+        None => None,
+        Some(k) => Some(AssetKind::parse(k).ok_or_else(|| {
+            ApiError::validation(format!("unknown kind {k:?}"))
+                .with_details(serde_json::json!({"field": "kind"}))
+        })?),
+    };
+    let limit = q.limit.unwrap_or(100).min(1000);
+    state
+        .blocking(move |s| {
+            let recs = s.store.find(&AssetQuery {
+                kind,
+                scope_keys: Some(p.visible_scope_keys()),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            let assets = recs
+                .iter()
+                .filter(|r| can_see_meta(&p, &r.meta))
+                .take(limit)
+                .map(AssetView::of)
+                .collect();
+            Ok(axum::Json(AssetList { assets }))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    /// Events after this sequence number.
+    pub after: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditList {
+    #[schema(value_type = Vec<Object>)]
+    pub events: Vec<serde_json::Value>,
+}
+
+fn require_admin(p: &Principal) -> ApiResult<()> {
+    if p.has_role(Role::Admin) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden("the admin role is required"))
+    }
+}
+
+/// Audit events of the caller's tenant (admin role).
+#[utoipa::path(get, path = "/v1/audit", security(("bearer" = [])), params(AuditParams),
+    responses((status = 200, body = AuditList), (status = 403, body = ErrorBody)))]
+pub async fn list_audit(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<AuditParams>,
+) -> ApiResult<axum::Json<AuditList>> {
+    require_admin(&p)?;
+    let limit = q.limit.unwrap_or(100).min(1000);
+    state
+        .blocking(move |s| {
+            let mut out = vec![];
+            let mut after = q.after.unwrap_or(0);
+            while out.len() < limit {
+                let batch = s.store.audit_events(after, 1000)?;
+                let Some(last) = batch.last() else { break };
+                after = last.seq;
+                out.extend(
+                    batch
+                        .into_iter()
+                        .filter(|e| e.draft.tenant.as_deref() == Some(p.tenant.as_str()))
+                        .map(|e| serde_json::to_value(e).unwrap_or_default()),
+                );
+            }
+            out.truncate(limit);
+            Ok(axum::Json(AuditList { events: out }))
+        })
+        .await
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditVerify {
+    pub ok: bool,
+    pub events: u64,
+    /// The first broken event, if any.
+    pub broken_at: Option<u64>,
+    pub reason: Option<String>,
+}
+
+/// Walks the whole hash chain (admin role).
+#[utoipa::path(get, path = "/v1/audit/verify", security(("bearer" = [])),
+    responses((status = 200, body = AuditVerify), (status = 403, body = ErrorBody)))]
+pub async fn verify_audit(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+) -> ApiResult<axum::Json<AuditVerify>> {
+    require_admin(&p)?;
+    state
+        .blocking(|s| Ok(axum::Json(verify_store_chain(s.store.as_ref())?)))
+        .await
+}
+
+/// Verifies the chain in pages, so a long log never sits in memory at once.
+pub fn verify_store_chain(store: &dyn AssetStore) -> ApiResult<AuditVerify> {
+    let mut v = ChainVerifier::default();
+    let mut after = 0;
+    loop {
+        let page = store.audit_events(after, 5000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for e in &page {
+            if let Err(b) = v.push(e) {
+                return Ok(AuditVerify {
+                    ok: false,
+                    events: v.count(),
+                    broken_at: Some(b.seq),
+                    reason: Some(b.reason),
+                });
+            }
+        }
+    }
+    Ok(AuditVerify {
+        ok: true,
+        events: v.count(),
+        broken_at: None,
+        reason: None,
+    })
+}

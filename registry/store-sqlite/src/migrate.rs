@@ -1,0 +1,29 @@
+//! Numbered migrations. `PRAGMA user_version` records how many have run.
+
+use rusqlite::Connection;
+
+use crate::{StoreError, StoreResult};
+
+/// Every migration in order; index + 1 is its number. Never edit a released entry.
+pub const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../migrations/0001_init.sql"))];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the schema up to [`SCHEMA_VERSION`], each migration in its own transaction.
+pub fn migrate(conn: &mut Connection) -> StoreResult<i64> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+        tracing::info!(migration = name, "applied migration");
+    }
+    Ok(SCHEMA_VERSION)
+}

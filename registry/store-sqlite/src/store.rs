@@ -1,0 +1,627 @@
+//! `SqliteStore`: the embedded implementation of `AssetStore` and `KeyStore`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
+
+use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
+use registry_core::audit::{AuditDraft, AuditEvent, GENESIS_HASH};
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
+use registry_core::principal::Role;
+use registry_core::store::{ApiKeyRecord, AssetQuery, AssetStore, KeyStore, PurgeCounts, WriteOp};
+use registry_core::{CoreError, CoreResult};
+
+use crate::StoreResult;
+use crate::migrate::migrate;
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Read connections kept open for concurrent readers.
+    pub readers: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { readers: 4 }
+    }
+}
+
+/// One writer, several readers, one file. Methods are blocking: async callers run them on a
+/// blocking thread (`tokio::task::spawn_blocking`), never on the runtime's workers.
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish()
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a commit is on disk before the call returns, so an acknowledged write survives
+    // kill -9 and power loss.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.pragma_update(None, "secure_delete", "ON")?;
+    Ok(())
+}
+
+fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .map(|d| d.with_timezone(&Utc))
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn conflict(e: rusqlite::Error) -> CoreError {
+    match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            CoreError::Conflict(e.to_string())
+        }
+        _ => CoreError::backend("sqlite", e),
+    }
+}
+
+fn be(e: impl std::fmt::Display) -> CoreError {
+    CoreError::backend("sqlite", e)
+}
+
+const ASSET_COLS: &str = "meta, body, status, lookup_key";
+
+fn row_to_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AssetRecord> {
+    let meta: String = r.get(0)?;
+    let body: String = r.get(1)?;
+    let status: String = r.get(2)?;
+    let lookup_key: Option<String> = r.get(3)?;
+    let conv = |e: serde_json::Error| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let mut meta: AssetMeta = serde_json::from_str(&meta).map_err(conv)?;
+    // The status column is authoritative; the stored meta is the immutable first image.
+    if let Some(s) = AssetStatus::parse(&status) {
+        meta.status = s;
+    }
+    Ok(AssetRecord {
+        meta,
+        lookup_key,
+        body: serde_json::from_str(&body).map_err(conv)?,
+    })
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `dir/registry.db` and migrates it.
+    pub fn open_dir(dir: &Path, opts: StoreOptions) -> StoreResult<Self> {
+        std::fs::create_dir_all(dir)?;
+        Self::open(&dir.join("registry.db"), opts)
+    }
+
+    pub fn open(path: &Path, opts: StoreOptions) -> StoreResult<Self> {
+        let mut writer = Connection::open(path)?;
+        configure(&writer)?;
+        migrate(&mut writer)?;
+        let mut readers = Vec::with_capacity(opts.readers);
+        for _ in 0..opts.readers.max(1) {
+            let c = Connection::open_with_flags(
+                path,
+                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )?;
+            c.busy_timeout(Duration::from_secs(10))?;
+            readers.push(c);
+        }
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            writer: Mutex::new(writer),
+            readers: Mutex::new(readers),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        Ok(self
+            .writer
+            .lock()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
+    }
+
+    /// Runs `f` on a read connection (a fresh one if the pool is empty).
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> CoreResult<T> {
+        let conn = self.readers.lock().pop();
+        let conn = match conn {
+            Some(c) => c,
+            None => {
+                let c = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                    .map_err(be)?;
+                c.busy_timeout(Duration::from_secs(10)).map_err(be)?;
+                c
+            }
+        };
+        let out = f(&conn).map_err(be);
+        self.readers.lock().push(conn);
+        out
+    }
+
+    /// Runs `f` in one write transaction.
+    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> CoreResult<T>) -> CoreResult<T> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction().map_err(be)?;
+        let out = f(&tx)?;
+        tx.commit().map_err(be)?;
+        Ok(out)
+    }
+
+    /// Runs raw SQL on the writer; for migrations in tests and administrative checkpoints.
+    pub fn execute_batch(&self, sql: &str) -> CoreResult<()> {
+        self.writer.lock().execute_batch(sql).map_err(be)
+    }
+
+    /// Checkpoints the WAL into the main file and truncates it, so that pages freed by a
+    /// secure delete leave no copy in the WAL.
+    pub fn checkpoint(&self) -> CoreResult<()> {
+        self.writer
+            .lock()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(be)
+    }
+
+    /// Rewrites the database file without free pages.
+    pub fn vacuum(&self) -> CoreResult<()> {
+        let conn = self.writer.lock();
+        conn.execute_batch("VACUUM").map_err(be)?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(be)
+    }
+}
+
+/// Appends one audit event inside `tx`, chaining it to the last one.
+pub(crate) fn append_audit(tx: &Transaction<'_>, draft: AuditDraft) -> CoreResult<AuditEvent> {
+    let last: Option<(u64, String)> = tx
+        .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()
+        .map_err(be)?;
+    let (seq, prev) = match last {
+        Some((s, h)) => (s + 1, h),
+        None => (1, GENESIS_HASH.to_string()),
+    };
+    let ev = AuditEvent::seal(seq, Utc::now(), draft, prev);
+    tx.execute(
+        "INSERT INTO audit (seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            ev.seq,
+            ts(&ev.at),
+            ev.draft.actor,
+            ev.draft.tenant,
+            ev.draft.action,
+            ev.draft.asset_id,
+            ev.draft.before_hash,
+            ev.draft.after_hash,
+            ev.draft.reason,
+            ev.prev_hash,
+            ev.hash
+        ],
+    )
+    .map_err(be)?;
+    Ok(ev)
+}
+
+fn put_version(tx: &Transaction<'_>, rec: &AssetRecord) -> CoreResult<()> {
+    let m = &rec.meta;
+    m.validate()?;
+    let head: Option<u32> = tx
+        .query_row(
+            "SELECT MAX(version) FROM assets WHERE id = ?1",
+            [&m.id],
+            |r| r.get(0),
+        )
+        .map_err(be)?;
+    let expected = head.map_or(1, |h| h + 1);
+    if m.version != expected {
+        return Err(CoreError::Conflict(format!(
+            "asset {} version {} cannot be written: next version is {expected}",
+            m.id, m.version
+        )));
+    }
+    tx.execute("UPDATE assets SET is_head = 0 WHERE id = ?1 AND is_head = 1", [&m.id])
+        .map_err(be)?;
+    tx.execute(
+        "INSERT INTO assets (id, version, kind, tenant, scope_key, owner, status, lookup_key,
+            content_hash, created_at, expires_at, is_head, meta, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12, ?13)",
+        params![
+            m.id,
+            m.version,
+            m.kind.as_str(),
+            m.scope.tenant,
+            m.scope.key(),
+            m.owner,
+            m.status.as_str(),
+            rec.lookup_key,
+            m.content_hash,
+            ts(&m.created_at),
+            m.expires_at.as_ref().map(ts),
+            serde_json::to_string(m).map_err(be)?,
+            serde_json::to_string(&rec.body).map_err(be)?,
+        ],
+    )
+    .map_err(conflict)?;
+    Ok(())
+}
+
+fn set_status(
+    tx: &Transaction<'_>,
+    id: &str,
+    version: Option<u32>,
+    status: AssetStatus,
+    expect: Option<AssetStatus>,
+) -> CoreResult<()> {
+    let current: Option<(u32, String)> = match version {
+        Some(v) => tx
+            .query_row(
+                "SELECT version, status FROM assets WHERE id = ?1 AND version = ?2",
+                params![id, v],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional(),
+        None => tx
+            .query_row(
+                "SELECT version, status FROM assets WHERE id = ?1 AND is_head = 1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional(),
+    }
+    .map_err(be)?;
+    let (v, cur) = current.ok_or_else(|| CoreError::NotFound(format!("asset {id}")))?;
+    if let Some(e) = expect
+        && e.as_str() != cur
+    {
+        return Err(CoreError::Conflict(format!(
+            "asset {id} is {cur}, expected {}",
+            e.as_str()
+        )));
+    }
+    tx.execute(
+        "UPDATE assets SET status = ?3 WHERE id = ?1 AND version = ?2",
+        params![id, v, status.as_str()],
+    )
+    .map_err(be)?;
+    Ok(())
+}
+
+impl AssetStore for SqliteStore {
+    fn commit(&self, ops: Vec<WriteOp>) -> CoreResult<Vec<AuditEvent>> {
+        self.write(|tx| {
+            let mut events = vec![];
+            let now = ts(&Utc::now());
+            for op in ops {
+                match op {
+                    WriteOp::PutVersion(rec) => put_version(tx, &rec)?,
+                    WriteOp::SetStatus {
+                        id,
+                        version,
+                        status,
+                        expect,
+                    } => set_status(tx, &id, version, status, expect)?,
+                    WriteOp::AddEdge(e) => {
+                        tx.execute(
+                            "INSERT OR IGNORE INTO derivation (parent, child, relation, child_store, created_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5)",
+                            params![e.parent, e.child, e.relation.as_str(), e.child_store.as_str(), now],
+                        )
+                        .map_err(be)?;
+                    }
+                    WriteOp::Audit(d) => events.push(append_audit(tx, d)?),
+                    WriteOp::Idempotency {
+                        tenant,
+                        key,
+                        request_hash,
+                        response,
+                    } => {
+                        tx.execute(
+                            "INSERT INTO idempotency (tenant, key, request_hash, response, created_at)
+                             VALUES (?1, ?2, ?3, ?4, ?5)",
+                            params![tenant, key, request_hash, response.to_string(), now],
+                        )
+                        .map_err(conflict)?;
+                    }
+                }
+            }
+            Ok(events)
+        })
+    }
+
+    fn get(&self, id: &str) -> CoreResult<Option<AssetRecord>> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {ASSET_COLS} FROM assets WHERE id = ?1 AND is_head = 1"),
+                [id],
+                row_to_record,
+            )
+            .optional()
+        })
+    }
+
+    fn get_version(&self, id: &str, version: u32) -> CoreResult<Option<AssetRecord>> {
+        self.read(|c| {
+            c.query_row(
+                &format!("SELECT {ASSET_COLS} FROM assets WHERE id = ?1 AND version = ?2"),
+                params![id, version],
+                row_to_record,
+            )
+            .optional()
+        })
+    }
+
+    fn history(&self, id: &str) -> CoreResult<Vec<AssetRecord>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {ASSET_COLS} FROM assets WHERE id = ?1 ORDER BY version"
+            ))?;
+            st.query_map([id], row_to_record)?.collect()
+        })
+    }
+
+    fn find(&self, q: &AssetQuery) -> CoreResult<Vec<AssetRecord>> {
+        let mut sql = format!("SELECT {ASSET_COLS} FROM assets WHERE 1=1");
+        let mut args: Vec<rusqlite::types::Value> = vec![];
+        let mut push = |sql: &mut String, clause: &str, v: rusqlite::types::Value| {
+            args.push(v);
+            sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
+        };
+        use rusqlite::types::Value as V;
+        if q.heads_only {
+            sql.push_str(" AND is_head = 1");
+        }
+        if let Some(k) = q.kind {
+            push(&mut sql, " AND kind = ?", V::Text(k.as_str().into()));
+        }
+        if let Some(t) = &q.tenant {
+            push(&mut sql, " AND tenant = ?", V::Text(t.clone()));
+        }
+        if let Some(l) = &q.lookup_key {
+            push(&mut sql, " AND lookup_key = ?", V::Text(l.clone()));
+        }
+        if let Some(h) = &q.content_hash {
+            push(&mut sql, " AND content_hash = ?", V::Text(h.clone()));
+        }
+        if let Some(o) = &q.owner {
+            push(&mut sql, " AND owner = ?", V::Text(o.clone()));
+        }
+        if let Some(e) = &q.expires_before {
+            push(&mut sql, " AND expires_at IS NOT NULL AND expires_at <= ?", V::Text(ts(e)));
+        }
+        let mut in_list = |sql: &mut String, col: &str, vals: Vec<String>| {
+            if vals.is_empty() {
+                sql.push_str(" AND 0");
+                return;
+            }
+            sql.push_str(&format!(" AND {col} IN ("));
+            for (i, v) in vals.into_iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                args.push(V::Text(v));
+                sql.push_str(&format!("?{}", args.len()));
+            }
+            sql.push(')');
+        };
+        if let Some(s) = &q.scope_keys {
+            in_list(&mut sql, "scope_key", s.clone());
+        }
+        if let Some(s) = &q.statuses {
+            in_list(&mut sql, "status", s.iter().map(|x| x.as_str().to_string()).collect());
+        }
+        if let Some(ids) = &q.ids {
+            in_list(&mut sql, "id", ids.clone());
+        }
+        sql.push_str(" ORDER BY created_at, id, version");
+        if let Some(l) = q.limit {
+            sql.push_str(&format!(" LIMIT {l}"));
+        }
+        self.read(|c| {
+            let mut st = c.prepare(&sql)?;
+            st.query_map(rusqlite::params_from_iter(args), row_to_record)?
+                .collect()
+        })
+    }
+
+    fn edges_from(&self, parent: &str) -> CoreResult<Vec<DerivationEdge>> {
+        self.edges("parent", parent)
+    }
+
+    fn edges_to(&self, child: &str) -> CoreResult<Vec<DerivationEdge>> {
+        self.edges("child", child)
+    }
+
+    fn idempotent_response(
+        &self,
+        tenant: &str,
+        key: &str,
+    ) -> CoreResult<Option<(String, serde_json::Value)>> {
+        let row: Option<(String, String)> = self.read(|c| {
+            c.query_row(
+                "SELECT request_hash, response FROM idempotency WHERE tenant = ?1 AND key = ?2",
+                params![tenant, key],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })?;
+        row.map(|(h, r)| Ok((h, serde_json::from_str(&r).map_err(be)?)))
+            .transpose()
+    }
+
+    fn audit_events(&self, after: u64, limit: usize) -> CoreResult<Vec<AuditEvent>> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash
+                 FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+            )?;
+            st.query_map(params![after, limit as i64], |r| {
+                let at: String = r.get(1)?;
+                Ok(AuditEvent {
+                    seq: r.get(0)?,
+                    at: parse_ts(&at)?,
+                    draft: AuditDraft {
+                        actor: r.get(2)?,
+                        tenant: r.get(3)?,
+                        action: r.get(4)?,
+                        asset_id: r.get(5)?,
+                        before_hash: r.get(6)?,
+                        after_hash: r.get(7)?,
+                        reason: r.get(8)?,
+                    },
+                    prev_hash: r.get(9)?,
+                    hash: r.get(10)?,
+                })
+            })?
+            .collect()
+        })
+    }
+
+    fn purge(&self, ids: &[String], audit: AuditDraft) -> CoreResult<PurgeCounts> {
+        self.write(|tx| {
+            let mut counts = PurgeCounts::default();
+            for id in ids {
+                counts.versions += tx
+                    .execute("DELETE FROM assets WHERE id = ?1", [id])
+                    .map_err(be)? as u64;
+                counts.edges += tx
+                    .execute(
+                        "DELETE FROM derivation WHERE parent = ?1 OR child = ?1",
+                        [id],
+                    )
+                    .map_err(be)? as u64;
+            }
+            append_audit(tx, audit)?;
+            Ok(counts)
+        })
+    }
+}
+
+impl SqliteStore {
+    fn edges(&self, col: &str, id: &str) -> CoreResult<Vec<DerivationEdge>> {
+        let sql = format!(
+            "SELECT parent, child, relation, child_store FROM derivation WHERE {col} = ?1 ORDER BY created_at, child"
+        );
+        let rows: Vec<(String, String, String, String)> = self.read(|c| {
+            let mut st = c.prepare_cached(&sql)?;
+            st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect()
+        })?;
+        rows.into_iter()
+            .map(|(parent, child, rel, store)| {
+                Ok(DerivationEdge {
+                    parent,
+                    child,
+                    relation: Relation::parse(&rel).ok_or_else(|| be(format!("relation {rel}")))?,
+                    child_store: ChildStore::parse(&store)
+                        .ok_or_else(|| be(format!("child store {store}")))?,
+                })
+            })
+            .collect()
+    }
+}
+
+impl KeyStore for SqliteStore {
+    fn create_key(&self, rec: &ApiKeyRecord) -> CoreResult<()> {
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+                params![
+                    rec.id,
+                    rec.key_hash,
+                    rec.tenant,
+                    rec.user,
+                    serde_json::to_string(&rec.groups).map_err(be)?,
+                    serde_json::to_string(&rec.roles).map_err(be)?,
+                    ts(&rec.created_at),
+                ],
+            )
+            .map_err(conflict)?;
+            append_audit(
+                tx,
+                AuditDraft::new("admin", "key.create")
+                    .tenant(rec.tenant.clone())
+                    .asset(rec.id.clone())
+                    .hashes(None, Some(rec.key_hash.clone())),
+            )?;
+            Ok(())
+        })
+    }
+
+    fn find_key(&self, key_hash: &str) -> CoreResult<Option<ApiKeyRecord>> {
+        self.read(|c| {
+            c.query_row(
+                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at
+                 FROM api_keys WHERE key_hash = ?1",
+                [key_hash],
+                row_to_key,
+            )
+            .optional()
+        })
+    }
+
+    fn list_keys(&self, tenant: Option<&str>) -> CoreResult<Vec<ApiKeyRecord>> {
+        self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at
+                 FROM api_keys WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at",
+            )?;
+            st.query_map([tenant], row_to_key)?.collect()
+        })
+    }
+
+    fn revoke_key(&self, id: &str, actor: &str) -> CoreResult<bool> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                    params![id, ts(&Utc::now())],
+                )
+                .map_err(be)?;
+            if n > 0 {
+                append_audit(tx, AuditDraft::new(actor, "key.revoke").asset(id))?;
+            }
+            Ok(n > 0)
+        })
+    }
+}
+
+fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
+    let conv = |e: serde_json::Error| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    };
+    let groups: String = r.get(4)?;
+    let roles: String = r.get(5)?;
+    let created: String = r.get(6)?;
+    let revoked: Option<String> = r.get(7)?;
+    Ok(ApiKeyRecord {
+        id: r.get(0)?,
+        key_hash: r.get(1)?,
+        tenant: r.get(2)?,
+        user: r.get(3)?,
+        groups: serde_json::from_str(&groups).map_err(conv)?,
+        roles: serde_json::from_str::<Vec<Role>>(&roles).map_err(conv)?,
+        created_at: parse_ts(&created)?,
+        revoked_at: revoked.as_deref().map(parse_ts).transpose()?,
+    })
+}

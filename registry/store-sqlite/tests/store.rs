@@ -1,0 +1,251 @@
+//! The embedded store against a real SQLite file in a temporary directory.
+
+use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
+use registry_core::audit::{AuditDraft, verify_chain};
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
+use registry_core::hash::sha256_hex;
+use registry_core::store::{AssetQuery, AssetStore, WriteOp};
+use registry_core::{CoreError, Scope};
+use registry_store_sqlite::{SCHEMA_VERSION, SqliteStore, StoreOptions};
+
+fn open(dir: &std::path::Path) -> SqliteStore {
+    SqliteStore::open_dir(dir, StoreOptions::default()).unwrap()
+}
+
+fn record(text: &str, tenant: &str) -> AssetRecord {
+    let mut meta = AssetMeta::new(
+        AssetKind::Memory,
+        Scope::tenant(tenant),
+        "ann",
+        SourceKind::UserStatement,
+    );
+    meta.content_hash = sha256_hex(text);
+    AssetRecord {
+        meta,
+        lookup_key: Some("ann|coffee".into()),
+        body: serde_json::json!({ "text": text }),
+    }
+}
+
+fn put(store: &SqliteStore, rec: &AssetRecord) {
+    store
+        .commit(vec![
+            WriteOp::PutVersion(Box::new(rec.clone())),
+            WriteOp::Audit(AuditDraft::new("ann", "memory.write").asset(rec.meta.id.clone())),
+        ])
+        .unwrap();
+}
+
+#[test]
+fn migrates_an_empty_directory_and_reopens_an_existing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = record("likes tea", "acme");
+    {
+        let s = open(dir.path());
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        put(&s, &rec);
+    }
+    let s = open(dir.path());
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(s.get(&rec.meta.id).unwrap().unwrap().body, rec.body);
+}
+
+#[test]
+fn versions_are_immutable_and_history_keeps_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let v1 = record("likes tea", "acme");
+    put(&s, &v1);
+    // Writing version 1 again is a conflict, not an overwrite.
+    let err = s
+        .commit(vec![WriteOp::PutVersion(Box::new(v1.clone()))])
+        .unwrap_err();
+    assert!(matches!(err, CoreError::Conflict(_)), "{err:?}");
+    // Skipping a version is refused too.
+    let mut v3 = v1.clone();
+    v3.meta.version = 3;
+    assert!(matches!(
+        s.commit(vec![WriteOp::PutVersion(Box::new(v3))]).unwrap_err(),
+        CoreError::Conflict(_)
+    ));
+    let mut v2 = record("likes coffee", "acme");
+    v2.meta.id = v1.meta.id.clone();
+    v2.meta.version = 2;
+    s.commit(vec![
+        WriteOp::PutVersion(Box::new(v2.clone())),
+        WriteOp::SetStatus {
+            id: v1.meta.id.clone(),
+            version: Some(1),
+            status: AssetStatus::Superseded,
+            expect: Some(AssetStatus::Active),
+        },
+    ])
+    .unwrap();
+    let h = s.history(&v1.meta.id).unwrap();
+    assert_eq!(h.len(), 2);
+    assert_eq!(h[0].body["text"], "likes tea");
+    assert_eq!(h[0].meta.status, AssetStatus::Superseded);
+    assert_eq!(s.get(&v1.meta.id).unwrap().unwrap().meta.version, 2);
+    // The database itself refuses an in-place edit of a stored body.
+    let err = s
+        .execute_batch("UPDATE assets SET body = '{}' WHERE version = 1")
+        .unwrap_err();
+    assert!(err.to_string().contains("immutable"));
+}
+
+#[test]
+fn a_failed_commit_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let a = record("a", "acme");
+    put(&s, &a);
+    let b = record("b", "acme");
+    let err = s.commit(vec![
+        WriteOp::PutVersion(Box::new(b.clone())),
+        WriteOp::Audit(AuditDraft::new("ann", "x")),
+        WriteOp::PutVersion(Box::new(a.clone())), // conflict
+    ]);
+    assert!(err.is_err());
+    assert!(s.get(&b.meta.id).unwrap().is_none());
+    assert_eq!(s.audit_events(0, 100).unwrap().len(), 1);
+}
+
+#[test]
+fn status_moves_check_the_expected_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let a = record("a", "acme");
+    put(&s, &a);
+    let bad = s.commit(vec![WriteOp::SetStatus {
+        id: a.meta.id.clone(),
+        version: None,
+        status: AssetStatus::Revoked,
+        expect: Some(AssetStatus::Candidate),
+    }]);
+    assert!(matches!(bad.unwrap_err(), CoreError::Conflict(_)));
+    let missing = s.commit(vec![WriteOp::SetStatus {
+        id: "nope".into(),
+        version: None,
+        status: AssetStatus::Revoked,
+        expect: None,
+    }]);
+    assert!(matches!(missing.unwrap_err(), CoreError::NotFound(_)));
+}
+
+#[test]
+fn find_filters_by_scope_status_and_lookup() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let a = record("a", "acme");
+    let b = record("b", "globex");
+    put(&s, &a);
+    put(&s, &b);
+    let q = AssetQuery {
+        kind: Some(AssetKind::Memory),
+        scope_keys: Some(vec!["global".into(), "t:acme".into()]),
+        statuses: Some(vec![AssetStatus::Active]),
+        lookup_key: Some("ann|coffee".into()),
+        heads_only: true,
+        ..Default::default()
+    };
+    let found = s.find(&q).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].meta.id, a.meta.id);
+    let none = s
+        .find(&AssetQuery {
+            scope_keys: Some(vec![]),
+            ..Default::default()
+        })
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn derivation_edges_are_queryable_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let edge = |c: &str| DerivationEdge {
+        parent: "doc".into(),
+        child: c.into(),
+        relation: Relation::ChunkOf,
+        child_store: ChildStore::Assets,
+    };
+    s.commit(vec![
+        WriteOp::AddEdge(edge("c1")),
+        WriteOp::AddEdge(edge("c2")),
+        WriteOp::AddEdge(edge("c2")),
+    ])
+    .unwrap();
+    assert_eq!(s.edges_from("doc").unwrap().len(), 2);
+    assert_eq!(s.edges_to("c2").unwrap(), vec![edge("c2")]);
+}
+
+#[test]
+fn audit_chain_verifies_and_a_tampered_row_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    for i in 0..5 {
+        put(&s, &record(&format!("m{i}"), "acme"));
+    }
+    assert_eq!(verify_chain(s.audit_events(0, 1000).unwrap()), Ok(5));
+    // The log refuses edits through SQL…
+    assert!(
+        s.execute_batch("UPDATE audit SET reason = 'x' WHERE seq = 3")
+            .is_err()
+    );
+    assert!(s.execute_batch("DELETE FROM audit WHERE seq = 3").is_err());
+    // …and a tamperer who drops the guard is caught by the chain.
+    s.execute_batch(
+        "DROP TRIGGER audit_no_update; UPDATE audit SET actor = 'mallory' WHERE seq = 3",
+    )
+    .unwrap();
+    let broken = verify_chain(s.audit_events(0, 1000).unwrap()).unwrap_err();
+    assert_eq!(broken.seq, 3);
+}
+
+#[test]
+fn idempotency_answers_are_remembered_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let op = || WriteOp::Idempotency {
+        tenant: "acme".into(),
+        key: "k1".into(),
+        request_hash: "h".into(),
+        response: serde_json::json!({"id": 1}),
+    };
+    s.commit(vec![op()]).unwrap();
+    assert!(matches!(
+        s.commit(vec![op()]).unwrap_err(),
+        CoreError::Conflict(_)
+    ));
+    let (h, r) = s.idempotent_response("acme", "k1").unwrap().unwrap();
+    assert_eq!((h.as_str(), r["id"].as_i64()), ("h", Some(1)));
+    assert!(s.idempotent_response("globex", "k1").unwrap().is_none());
+}
+
+#[test]
+fn purge_removes_the_bytes_from_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let canary = "canary-7f3a9c1e-never-keep-me";
+    let a = record(canary, "acme");
+    let keep = record("unrelated memory", "acme");
+    put(&s, &a);
+    put(&s, &keep);
+    s.purge(
+        std::slice::from_ref(&a.meta.id),
+        AuditDraft::new("admin", "purge").asset(a.meta.id.clone()),
+    )
+    .unwrap();
+    s.checkpoint().unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let p = entry.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+            "canary found in {}",
+            p.display()
+        );
+    }
+    assert!(s.get(&keep.meta.id).unwrap().is_some());
+}

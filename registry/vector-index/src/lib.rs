@@ -1,0 +1,595 @@
+//! The dense-vector leg of the embedded form: exact cosine search over in-memory partitions,
+//! made durable by a SQLite file.
+//!
+//! Layout in memory: one [`Partition`] per scope key, holding a contiguous row-major `f32`
+//! matrix and, per row, the asset id and a *label*: the interned (kind, ACL keys, tags) of the
+//! entry. A search visits only the partitions whose scope key is in the filter, decides once per
+//! label whether the filter admits it (with [`VisibilityFilter::admits`] itself), and scores only
+//! admitted rows. No ANN: results are exact.
+//!
+//! Durability: every upsert/delete is one SQLite transaction (WAL, `synchronous=FULL`), committed
+//! before the in-memory state changes and before the call returns. `secure_delete` zeroes deleted
+//! rows; [`VectorIndex::compact`] checkpoints the WAL, vacuums and truncates the WAL so no
+//! deleted vector survives in any file.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::path::{Path, PathBuf};
+
+use parking_lot::{Mutex, RwLock};
+use registry_core::asset::{AssetId, AssetKind};
+use registry_core::retrieval::{IndexKeys, ScoredId, VectorEntry, VectorIndex, VisibilityFilter};
+use registry_core::{CoreError, CoreResult};
+use rusqlite::{Connection, OptionalExtension, params};
+
+const DB_FILE: &str = "vectors.sqlite3";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("vector has dimension {got}, index has {want}")]
+    Dimension { want: usize, got: usize },
+    #[error("vector for {0} has a non-finite component")]
+    NonFinite(AssetId),
+    #[error("stored row is corrupt: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<Error> for CoreError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Dimension { .. } | Error::NonFinite(_) => CoreError::validation(e.to_string()),
+            other => CoreError::backend("vector-index", other),
+        }
+    }
+}
+
+/// Dot product in chunks of eight lanes, so LLVM keeps eight independent accumulators in SIMD
+/// registers instead of one serial dependency chain.
+#[inline]
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0.0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut tail = 0.0f32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
+}
+
+/// The part of an entry's keys that a filter inspects besides the scope key.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct LabelKey {
+    kind: AssetKind,
+    acl: Vec<String>,
+    tags: Vec<String>,
+}
+
+#[derive(Default)]
+struct Partition {
+    /// Row-major, `ids.len() * dim` values.
+    data: Vec<f32>,
+    ids: Vec<AssetId>,
+    labels: Vec<u32>,
+    /// Label id → keys (asset id empty, scope key = the partition's), judged by `admits`.
+    label_keys: Vec<IndexKeys>,
+    label_ids: HashMap<LabelKey, u32>,
+}
+
+impl Partition {
+    fn label_for(&mut self, scope_key: &str, keys: &IndexKeys) -> u32 {
+        let mut acl = keys.acl_keys.clone();
+        acl.sort();
+        acl.dedup();
+        let mut tags = keys.tags.clone();
+        tags.sort();
+        tags.dedup();
+        let lk = LabelKey {
+            kind: keys.kind,
+            acl,
+            tags,
+        };
+        if let Some(&id) = self.label_ids.get(&lk) {
+            return id;
+        }
+        let id = self.label_keys.len() as u32;
+        self.label_keys.push(IndexKeys {
+            asset_id: String::new(),
+            kind: lk.kind,
+            scope_key: scope_key.to_owned(),
+            acl_keys: lk.acl.clone(),
+            tags: lk.tags.clone(),
+        });
+        self.label_ids.insert(lk, id);
+        id
+    }
+}
+
+/// Where an id's row lives.
+#[derive(Clone)]
+struct Slot {
+    scope_key: String,
+    row: usize,
+}
+
+struct Mem {
+    dim: usize,
+    partitions: HashMap<String, Partition>,
+    slots: HashMap<AssetId, Slot>,
+}
+
+impl Mem {
+    fn insert(&mut self, keys: &IndexKeys, vector: &[f32]) {
+        self.remove(&keys.asset_id);
+        let part = self.partitions.entry(keys.scope_key.clone()).or_default();
+        let label = part.label_for(&keys.scope_key, keys);
+        let row = part.ids.len();
+        part.data.extend_from_slice(vector);
+        part.ids.push(keys.asset_id.clone());
+        part.labels.push(label);
+        self.slots.insert(
+            keys.asset_id.clone(),
+            Slot {
+                scope_key: keys.scope_key.clone(),
+                row,
+            },
+        );
+    }
+
+    fn remove(&mut self, id: &str) -> bool {
+        let Some(slot) = self.slots.remove(id) else {
+            return false;
+        };
+        let dim = self.dim;
+        let part = self
+            .partitions
+            .get_mut(&slot.scope_key)
+            .expect("a slot always points into an existing partition");
+        let last = part.ids.len() - 1;
+        if slot.row != last {
+            let (head, tail) = part.data.split_at_mut(last * dim);
+            head[slot.row * dim..(slot.row + 1) * dim].copy_from_slice(&tail[..dim]);
+            part.ids.swap(slot.row, last);
+            part.labels.swap(slot.row, last);
+            let moved = &part.ids[slot.row];
+            if let Some(s) = self.slots.get_mut(moved) {
+                s.row = slot.row;
+            }
+        }
+        part.data.truncate(last * dim);
+        part.ids.pop();
+        part.labels.pop();
+        if part.ids.is_empty() {
+            self.partitions.remove(&slot.scope_key);
+        }
+        true
+    }
+}
+
+/// Candidate in the bounded top-k heap; ordered so the heap's top is the *worst* kept hit.
+struct Cand<'a> {
+    score: f32,
+    id: &'a str,
+}
+
+impl PartialEq for Cand<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Cand<'_> {}
+impl PartialOrd for Cand<'_> {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Cand<'_> {
+    /// "Greater" means worse: lower score, then larger id.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.score
+            .total_cmp(&self.score)
+            .then_with(|| self.id.cmp(o.id))
+    }
+}
+
+/// Exact vector index: SQLite for durability, partitioned matrices in memory for search.
+pub struct EmbeddedVectorIndex {
+    path: PathBuf,
+    dim: usize,
+    /// Also serialises writers, so SQLite and memory change in the same order.
+    conn: Mutex<Connection>,
+    mem: RwLock<Mem>,
+}
+
+impl std::fmt::Debug for EmbeddedVectorIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedVectorIndex")
+            .field("path", &self.path)
+            .field("dim", &self.dim)
+            .finish_non_exhaustive()
+    }
+}
+
+fn encode_list(v: &[String]) -> String {
+    serde_json::to_string(v).expect("a list of strings always serialises")
+}
+
+fn decode_list(s: &str) -> Result<Vec<String>> {
+    serde_json::from_str(s).map_err(|e| Error::Corrupt(e.to_string()))
+}
+
+fn vector_to_blob(v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 4);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+fn blob_into(blob: &[u8], out: &mut Vec<f32>) {
+    out.extend(
+        blob.chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+    );
+}
+
+impl EmbeddedVectorIndex {
+    /// Opens (or creates) the index in `dir` for vectors of dimension `dim`, loading every
+    /// stored vector into memory. A directory made for another dimension is refused.
+    pub fn open(dir: impl AsRef<Path>, dim: usize) -> Result<Self> {
+        if dim == 0 {
+            return Err(Error::Dimension { want: 1, got: 0 });
+        }
+        std::fs::create_dir_all(dir.as_ref())?;
+        let path = dir.as_ref().join(DB_FILE);
+        let conn = Connection::open(&path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "secure_delete", "ON")?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+             CREATE TABLE IF NOT EXISTS vectors (
+                 asset_id  TEXT PRIMARY KEY,
+                 kind      TEXT NOT NULL,
+                 scope_key TEXT NOT NULL,
+                 acl_keys  TEXT NOT NULL,
+                 tags      TEXT NOT NULL,
+                 model     TEXT NOT NULL,
+                 vector    BLOB NOT NULL
+             );
+             CREATE INDEX IF NOT EXISTS vectors_model ON vectors (model);",
+        )?;
+        let stored: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'dim'", [], |r| r.get(0))
+            .optional()?;
+        match stored {
+            Some(s) => {
+                let want: usize = s.parse().map_err(|_| Error::Corrupt(format!("dim {s}")))?;
+                if want != dim {
+                    return Err(Error::Dimension { want, got: dim });
+                }
+            }
+            None => {
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('dim', ?1)",
+                    params![dim.to_string()],
+                )?;
+            }
+        }
+        let mem = Self::load(&conn, dim)?;
+        Ok(EmbeddedVectorIndex {
+            path,
+            dim,
+            conn: Mutex::new(conn),
+            mem: RwLock::new(mem),
+        })
+    }
+
+    fn load(conn: &Connection, dim: usize) -> Result<Mem> {
+        let mut mem = Mem {
+            dim,
+            partitions: HashMap::new(),
+            slots: HashMap::new(),
+        };
+        let mut stmt = conn.prepare(
+            "SELECT asset_id, kind, scope_key, acl_keys, tags, vector FROM vectors ORDER BY rowid",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut buf = Vec::with_capacity(dim);
+        while let Some(r) = rows.next()? {
+            let asset_id: String = r.get(0)?;
+            let kind: String = r.get(1)?;
+            let kind = AssetKind::parse(&kind).ok_or_else(|| Error::Corrupt(kind.clone()))?;
+            let keys = IndexKeys {
+                asset_id,
+                kind,
+                scope_key: r.get(2)?,
+                acl_keys: decode_list(r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?)?,
+                tags: decode_list(r.get_ref(4)?.as_str().map_err(rusqlite::Error::from)?)?,
+            };
+            let blob = r.get_ref(5)?.as_blob().map_err(rusqlite::Error::from)?;
+            if blob.len() != dim * 4 {
+                return Err(Error::Corrupt(format!(
+                    "{}: vector of {} bytes",
+                    keys.asset_id,
+                    blob.len()
+                )));
+            }
+            buf.clear();
+            blob_into(blob, &mut buf);
+            mem.insert(&keys, &buf);
+        }
+        for p in mem.partitions.values_mut() {
+            p.data.shrink_to_fit();
+        }
+        Ok(mem)
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Path of the SQLite file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of scope partitions held in memory.
+    pub fn partition_count(&self) -> usize {
+        self.mem.read().partitions.len()
+    }
+
+    fn check(&self, e: &VectorEntry) -> Result<()> {
+        if e.vector.len() != self.dim {
+            return Err(Error::Dimension {
+                want: self.dim,
+                got: e.vector.len(),
+            });
+        }
+        if !e.vector.iter().all(|x| x.is_finite()) {
+            return Err(Error::NonFinite(e.keys.asset_id.clone()));
+        }
+        Ok(())
+    }
+
+    fn upsert_entries(&self, entries: &[VectorEntry]) -> Result<()> {
+        for e in entries {
+            self.check(e)?;
+        }
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO vectors (asset_id, kind, scope_key, acl_keys, tags, model, vector)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (asset_id) DO UPDATE SET
+                   kind = excluded.kind, scope_key = excluded.scope_key,
+                   acl_keys = excluded.acl_keys, tags = excluded.tags,
+                   model = excluded.model, vector = excluded.vector",
+            )?;
+            for e in entries {
+                let k = &e.keys;
+                stmt.execute(params![
+                    k.asset_id,
+                    k.kind.as_str(),
+                    k.scope_key,
+                    encode_list(&k.acl_keys),
+                    encode_list(&k.tags),
+                    e.model,
+                    vector_to_blob(&e.vector),
+                ])?;
+            }
+        }
+        tx.commit()?;
+        let mut mem = self.mem.write();
+        for e in entries {
+            mem.insert(&e.keys, &e.vector);
+        }
+        Ok(())
+    }
+
+    fn delete_ids(&self, ids: &[AssetId]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached("DELETE FROM vectors WHERE asset_id = ?1")?;
+            for id in ids {
+                stmt.execute(params![id])?;
+            }
+        }
+        tx.commit()?;
+        let mut mem = self.mem.write();
+        for id in ids {
+            mem.remove(id);
+        }
+        Ok(())
+    }
+
+    fn search_vec(&self, q: &[f32], filter: &VisibilityFilter, k: usize) -> Result<Vec<ScoredId>> {
+        if q.len() != self.dim {
+            return Err(Error::Dimension {
+                want: self.dim,
+                got: q.len(),
+            });
+        }
+        if k == 0 || filter.acl_keys.is_empty() {
+            return Ok(vec![]);
+        }
+        let mem = self.mem.read();
+        let dim = self.dim;
+        let mut heap: BinaryHeap<Cand<'_>> = BinaryHeap::with_capacity(k + 1);
+        let mut visited: Vec<&str> = Vec::with_capacity(filter.scope_keys.len());
+        for scope in &filter.scope_keys {
+            if visited.contains(&scope.as_str()) {
+                continue;
+            }
+            visited.push(scope);
+            let Some(part) = mem.partitions.get(scope) else {
+                continue;
+            };
+            let admitted: Vec<bool> = part.label_keys.iter().map(|l| filter.admits(l)).collect();
+            if !admitted.iter().any(|a| *a) {
+                continue;
+            }
+            for (row, (v, &label)) in part
+                .data
+                .chunks_exact(dim)
+                .zip(part.labels.iter())
+                .enumerate()
+            {
+                if !admitted[label as usize] {
+                    continue;
+                }
+                let score = dot(q, v);
+                let cand = Cand {
+                    score,
+                    id: &part.ids[row],
+                };
+                if heap.len() < k {
+                    heap.push(cand);
+                } else if let Some(mut worst) = heap.peek_mut()
+                    && cand < *worst
+                {
+                    *worst = cand;
+                }
+            }
+        }
+        Ok(heap
+            .into_sorted_vec()
+            .into_iter()
+            .map(|c| ScoredId {
+                asset_id: c.id.to_owned(),
+                score: c.score,
+            })
+            .collect())
+    }
+
+    fn compact_storage(&self) -> Result<()> {
+        let conn = self.conn.lock();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        conn.execute_batch("VACUUM")?;
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let mut mem = self.mem.write();
+        for p in mem.partitions.values_mut() {
+            p.data.shrink_to_fit();
+        }
+        Ok(())
+    }
+
+    fn stale_ids(&self, model_tag: &str, limit: usize) -> Result<Vec<AssetId>> {
+        let conn = self.conn.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT asset_id FROM vectors WHERE model <> ?1 ORDER BY asset_id LIMIT ?2",
+        )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let ids = stmt
+            .query_map(params![model_tag, limit], |r| r.get(0))?
+            .collect::<std::result::Result<Vec<String>, _>>()?;
+        Ok(ids)
+    }
+}
+
+impl VectorIndex for EmbeddedVectorIndex {
+    fn upsert(&self, entries: &[VectorEntry]) -> CoreResult<()> {
+        Ok(self.upsert_entries(entries)?)
+    }
+
+    fn delete(&self, ids: &[AssetId]) -> CoreResult<()> {
+        Ok(self.delete_ids(ids)?)
+    }
+
+    fn search(
+        &self,
+        vector: &[f32],
+        filter: &VisibilityFilter,
+        k: usize,
+    ) -> CoreResult<Vec<ScoredId>> {
+        Ok(self.search_vec(vector, filter, k)?)
+    }
+
+    fn compact(&self) -> CoreResult<()> {
+        Ok(self.compact_storage()?)
+    }
+
+    fn ids_not_made_by(&self, model_tag: &str, limit: usize) -> CoreResult<Vec<AssetId>> {
+        Ok(self.stale_ids(model_tag, limit)?)
+    }
+
+    fn len(&self) -> CoreResult<u64> {
+        Ok(self.mem.read().slots.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_matches_the_naive_sum_at_every_length() {
+        for len in [0usize, 1, 7, 8, 9, 15, 16, 17, 383, 384, 385] {
+            let a: Vec<f32> = (0..len)
+                .map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0)
+                .collect();
+            let b: Vec<f32> = (0..len)
+                .map(|i| ((i * 5 % 11) as f32 - 5.0) / 10.0)
+                .collect();
+            let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            assert!((dot(&a, &b) - naive).abs() < 1e-4, "len {len}");
+        }
+    }
+
+    #[test]
+    fn swap_remove_keeps_slots_consistent() {
+        let mut mem = Mem {
+            dim: 2,
+            partitions: HashMap::new(),
+            slots: HashMap::new(),
+        };
+        let k = |id: &str| IndexKeys {
+            asset_id: id.into(),
+            kind: AssetKind::Memory,
+            scope_key: "s".into(),
+            acl_keys: vec!["public".into()],
+            tags: vec![],
+        };
+        for (i, id) in ["a", "b", "c", "d"].iter().enumerate() {
+            mem.insert(&k(id), &[i as f32, 0.0]);
+        }
+        assert!(mem.remove("b"));
+        assert!(!mem.remove("b"));
+        let p = &mem.partitions["s"];
+        for (id, slot) in &mem.slots {
+            assert_eq!(&p.ids[slot.row], id);
+            let want = match id.as_str() {
+                "a" => 0.0,
+                "c" => 2.0,
+                "d" => 3.0,
+                _ => unreachable!(),
+            };
+            assert_eq!(p.data[slot.row * 2], want);
+        }
+        for id in ["a", "c", "d"] {
+            assert!(mem.remove(id));
+        }
+        assert!(mem.partitions.is_empty(), "an empty partition is dropped");
+    }
+}

@@ -1,0 +1,29 @@
+#![doc = include_str!("../README.md")]
+
+pub mod archive;
+pub mod diagnostic;
+pub mod disclosure;
+pub mod error;
+pub mod frontmatter;
+pub mod manifest;
+pub mod scaffold;
+pub mod skill;
+pub mod tree;
+
+/// Re-exported because [`Manifest::version`] and [`Skill::version`] are `semver::Version`s.
+pub use semver;
+
+pub use archive::{
+    ArchiveLimits, ArchivedFile, PackedSkill, SkillArchive, digest_of_archive, list_archive,
+    pack_dir, read_archive, read_archive_file, unpack_to,
+};
+pub use diagnostic::{Diagnostic, Rule, Severity, ValidationMode};
+pub use disclosure::{DiscoverEntry, Risk, estimate_tokens, short_description};
+pub use error::{SdkError, SdkResult};
+pub use frontmatter::{Frontmatter, parse_skill_md};
+pub use manifest::{Contract, Manifest, Requirements, SkillScope, TestSpec, parse_manifest};
+pub use scaffold::init_skill;
+pub use skill::{
+    Report, Skill, SkillSource, load_dir, validate_archive, validate_dir, validate_source,
+};
+pub use tree::{CanonicalTree, FileRecord, TreeDigest, digest_dir, tree_of_dir};

@@ -1,0 +1,210 @@
+//! `TestApp`: a registry served in-process on a free loopback port over a temporary data
+//! directory, with keys made through the same code path as `registry keys create`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use registry_server::cli::{CreateKey, create_key};
+use registry_server::config::Config;
+use registry_server::state::AppState;
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use serde_json::Value;
+
+pub struct TestApp {
+    pub base: String,
+    pub state: AppState,
+    pub client: Client,
+    pub dir: tempfile::TempDir,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+pub struct Key {
+    pub secret: String,
+    pub id: String,
+}
+
+impl TestApp {
+    pub fn start() -> TestApp {
+        Self::start_with(|_| {})
+    }
+
+    pub fn start_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config {
+            data_dir: dir.path().join("data"),
+            bind: "127.0.0.1:0".into(),
+            ..Config::default()
+        };
+        config.jobs.enabled = false;
+        tweak(&mut config);
+        let state = AppState::open(config).unwrap();
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        std_listener.set_nonblocking(true).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = state.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+                registry_server::serve_until(st, listener, async {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
+            });
+        });
+        TestApp {
+            base: format!("http://{addr}"),
+            state,
+            client: Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap(),
+            dir,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn key(&self, tenant: &str, user: &str, roles: &[&str], groups: &[&str]) -> Key {
+        let (rec, secret) = create_key(
+            &self.state.store,
+            &CreateKey {
+                tenant: tenant.into(),
+                user: user.into(),
+                groups: groups.iter().map(|s| s.to_string()).collect(),
+                roles: roles.iter().map(|s| s.to_string()).collect(),
+                json: false,
+            },
+        )
+        .unwrap();
+        Key { secret, id: rec.id }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn get(&self, key: &Key, path: &str) -> RequestBuilder {
+        self.client.get(self.url(path)).bearer_auth(&key.secret)
+    }
+
+    pub fn post(&self, key: &Key, path: &str, body: &Value) -> RequestBuilder {
+        self.client
+            .post(self.url(path))
+            .bearer_auth(&key.secret)
+            .json(body)
+    }
+
+    pub fn delete(&self, key: &Key, path: &str) -> RequestBuilder {
+        self.client.delete(self.url(path)).bearer_auth(&key.secret)
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sends a request and returns `(status, json body)`.
+pub fn call(req: RequestBuilder) -> (u16, Value) {
+    let resp: Response = req.send().expect("request failed");
+    let status = resp.status().as_u16();
+    let text = resp.text().unwrap_or_default();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
+}
+
+/// Asserts an error answer with `code`, and that the body has the standard shape.
+#[track_caller]
+pub fn assert_error(resp: (u16, Value), status: u16, code: &str) -> Value {
+    assert_eq!(resp.0, status, "unexpected status; body: {}", resp.1);
+    assert_eq!(resp.1["error"]["code"], code, "body: {}", resp.1);
+    assert!(resp.1["error"]["message"].is_string());
+    resp.1
+}
+
+/// The real `registry` binary.
+pub fn registry_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_registry"))
+}
+
+/// Runs the binary to completion: `(exit code, stdout, stderr)`.
+pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(registry_bin())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(args)
+        .env_remove("REGISTRY_BIND")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A `registry serve` child process on a free port.
+pub struct ServerProcess {
+    pub child: Child,
+    pub base: String,
+}
+
+impl ServerProcess {
+    pub fn spawn(data_dir: &Path) -> ServerProcess {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(registry_bin())
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .env("REGISTRY_JOBS__ENABLED", "false")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let client = Client::new();
+        loop {
+            if let Ok(r) = client.get(format!("{base}/healthz")).send()
+                && r.status().is_success()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        ServerProcess { child, base }
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,6 @@
+//! One integration binary for the `registry` server: real SQLite, real HTTP, the real binary
+//! where a test needs a process (kill -9, configuration errors, the CLI).
+
+#[allow(dead_code)]
+mod common;
+mod foundation;
