@@ -4,3 +4,6 @@
 #[allow(dead_code)]
 mod common;
 mod foundation;
+mod memory;
+mod knowledge;
+mod skills;

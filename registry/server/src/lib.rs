@@ -30,6 +30,9 @@ pub fn app(state: AppState) -> Router {
     let request_id = HeaderName::from_static(REQUEST_ID);
     Router::new()
         .merge(routes::system::router())
+        .merge(routes::memory::router())
+        .merge(routes::knowledge::router())
+        .merge(routes::skills::router())
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

@@ -27,6 +27,9 @@ impl Modify for BearerAuth {
 pub fn document() -> utoipa::openapi::OpenApi {
     let mut doc = BaseApi::openapi();
     doc.merge(crate::routes::system::SystemApi::openapi());
+    doc.merge(crate::routes::memory::MemoryApi::openapi());
+    doc.merge(crate::routes::knowledge::KnowledgeApi::openapi());
+    doc.merge(crate::routes::skills::SkillsApi::openapi());
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

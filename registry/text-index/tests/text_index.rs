@@ -285,6 +285,6 @@ fn keys_with_unusual_characters_filter_exactly() {
         ix.search("penguin", &lower, 5).unwrap().is_empty(),
         "keys are case-sensitive"
     );
-    ix.delete(&[k.asset_id.clone()]).unwrap();
+    ix.delete(std::slice::from_ref(&k.asset_id)).unwrap();
     assert!(ix.search("penguin", &f, 5).unwrap().is_empty());
 }

@@ -2,3 +2,6 @@
 //! that `crate::openapi` merges.
 
 pub mod system;
+pub mod memory;
+pub mod knowledge;
+pub mod skills;
