@@ -1,1 +1,58 @@
-//! placeholder
+//! Memory: four classes behind a deterministic write gate, conflict states, mixed-signal
+//! retrieval, and the consolidation and decay jobs (DESIGN §4).
+//!
+//! This crate knows only the traits of `registry-core` and the engine's [`HybridSearcher`]; the
+//! server plugs in SQLite, tantivy, the vector index and the embedding model.
+//!
+//! [`HybridSearcher`]: registry_engine::HybridSearcher
+
+pub mod detect;
+pub mod gate;
+pub mod jobs;
+pub mod record;
+pub mod search;
+pub mod service;
+
+use registry_core::CoreError;
+
+pub use gate::{Decision, Reason, ReasonCode};
+pub use record::{Layer, MemoryBody, MemoryClass, MemoryStats, MemoryView, WriteRequest};
+pub use service::{MemoryService, StatsStore, WriteOutcome};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error("the write gate rejected the memory")]
+    Rejected(Vec<Reason>),
+    #[error("the idempotency key was used before with a different request")]
+    IdempotencyKeyReused,
+    #[error("content is {len} bytes; at most {limit} are accepted")]
+    TooLarge { len: usize, limit: usize },
+    #[error("forbidden: {message}")]
+    Forbidden {
+        message: String,
+        reasons: Vec<Reason>,
+    },
+    #[error("no memory {0}")]
+    NotFound(String),
+    #[error("{message}")]
+    Invalid { message: String, field: String },
+    #[error("cannot {action} a memory that is {from}")]
+    Transition {
+        from: String,
+        action: String,
+        allowed: Vec<String>,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            message: message.into(),
+            field: field.to_string(),
+        }
+    }
+}

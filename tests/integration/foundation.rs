@@ -4,14 +4,19 @@
 use serde_json::json;
 
 use crate::common::*;
+use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
 use registry_core::audit::AuditDraft;
 use registry_core::hash::sha256_hex;
 use registry_core::store::{AssetStore, WriteOp};
-use registry_core::Scope;
 
 fn seed_asset(app: &TestApp, tenant: &str) -> String {
-    let mut meta = AssetMeta::new(AssetKind::Memory, Scope::tenant(tenant), "ann", SourceKind::System);
+    let mut meta = AssetMeta::new(
+        AssetKind::Memory,
+        Scope::tenant(tenant),
+        "ann",
+        SourceKind::System,
+    );
     meta.content_hash = sha256_hex("seed");
     let id = meta.id.clone();
     app.state
@@ -22,7 +27,11 @@ fn seed_asset(app: &TestApp, tenant: &str) -> String {
                 lookup_key: None,
                 body: json!({"text": "seed"}),
             })),
-            WriteOp::Audit(AuditDraft::new("ann", "seed").tenant(tenant).asset(id.clone())),
+            WriteOp::Audit(
+                AuditDraft::new("ann", "seed")
+                    .tenant(tenant)
+                    .asset(id.clone()),
+            ),
         ])
         .unwrap();
     id
@@ -45,12 +54,19 @@ fn requests_without_a_valid_key_get_401() {
     let app = TestApp::start();
     let r = call(app.client.get(app.url("/v1/whoami")));
     assert_error(r, 401, "UNAUTHENTICATED");
-    let r = call(app.client.get(app.url("/v1/whoami")).bearer_auth("hr_wrong"));
+    let r = call(
+        app.client
+            .get(app.url("/v1/whoami"))
+            .bearer_auth("hr_wrong"),
+    );
     assert_error(r, 401, "UNAUTHENTICATED");
     let k = app.key("acme", "ann", &[], &[]);
     let (s, me) = call(app.get(&k, "/v1/whoami"));
     assert_eq!(s, 200);
-    assert_eq!((me["tenant"].as_str(), me["user"].as_str()), (Some("acme"), Some("ann")));
+    assert_eq!(
+        (me["tenant"].as_str(), me["user"].as_str()),
+        (Some("acme"), Some("ann"))
+    );
     // A revoked key stops working at once.
     assert!(
         registry_core::store::KeyStore::revoke_key(app.state.store.as_ref(), &k.id, "test")
@@ -67,7 +83,11 @@ fn another_tenants_asset_reads_exactly_like_a_missing_one() {
     let id = seed_asset(&app, "acme");
     let (s, own) = call(app.get(&a, &format!("/v1/assets/{id}")));
     assert_eq!(s, 200, "{own}");
-    let theirs = assert_error(call(app.get(&b, &format!("/v1/assets/{id}"))), 404, "NOT_FOUND");
+    let theirs = assert_error(
+        call(app.get(&b, &format!("/v1/assets/{id}"))),
+        404,
+        "NOT_FOUND",
+    );
     let missing = assert_error(
         call(app.get(&b, "/v1/assets/0190aaaa-0000-7000-8000-000000000000")),
         404,
@@ -82,7 +102,11 @@ fn another_tenants_asset_reads_exactly_like_a_missing_one() {
     assert_eq!(list["assets"].as_array().unwrap().len(), 0);
     let (_, list) = call(app.get(&a, "/v1/assets?kind=memory"));
     assert_eq!(list["assets"].as_array().unwrap().len(), 1);
-    assert_error(call(app.get(&a, "/v1/assets?kind=nonsense")), 422, "VALIDATION_FAILED");
+    assert_error(
+        call(app.get(&a, "/v1/assets?kind=nonsense")),
+        422,
+        "VALIDATION_FAILED",
+    );
 }
 
 #[test]
@@ -144,7 +168,9 @@ fn an_acknowledged_write_survives_kill_9() {
     // serialises them), then the server dies without any chance to flush.
     let (code, out, err) = run_cli(
         &data,
-        &["keys", "create", "--tenant", "acme", "--user", "ann", "--json"],
+        &[
+            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let key = serde_json::from_str::<serde_json::Value>(&out).unwrap()["key"]

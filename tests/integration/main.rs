@@ -3,7 +3,8 @@
 
 #[allow(dead_code)]
 mod common;
+mod deletion;
 mod foundation;
-mod memory;
 mod knowledge;
+mod memory;
 mod skills;

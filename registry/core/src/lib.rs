@@ -3,6 +3,7 @@
 pub mod acl;
 pub mod asset;
 pub mod audit;
+pub mod deletion;
 pub mod derivation;
 pub mod error;
 pub mod hash;

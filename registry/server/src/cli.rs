@@ -14,7 +14,11 @@ use crate::routes::system::verify_store_chain;
 use registry_store_sqlite::SqliteStore;
 
 #[derive(Debug, Parser)]
-#[command(name = "registry", version, about = "Harness Registry: governed memory, knowledge and skills for AI agents")]
+#[command(
+    name = "registry",
+    version,
+    about = "Harness Registry: governed memory, knowledge and skills for AI agents"
+)]
 pub struct Cli {
     /// Configuration file (default: ./registry.toml if present).
     #[arg(long, global = true)]
@@ -43,6 +47,12 @@ pub enum Command {
     /// Inspect and verify the audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Run maintenance jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Ingest knowledge documents.
+    #[command(subcommand)]
+    Knowledge(crate::routes::knowledge::KnowledgeCommand),
     /// Create or upgrade the data directory and print the schema version.
     Migrate,
     /// Print the effective configuration.
@@ -79,6 +89,12 @@ pub struct CreateKey {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Run one job now (consolidate, decay) and print its report as JSON; exits 1 if it failed.
+    Run { name: String },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Walk the hash chain; exits 1 and names the first broken event.
     Verify,
@@ -109,8 +125,7 @@ impl Cli {
 fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 
@@ -134,7 +149,10 @@ pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyR
     let mut roles = c
         .roles
         .iter()
-        .map(|r| Role::parse(r).with_context(|| format!("unknown role {r:?} (admin, writer, reader, reviewer)")))
+        .map(|r| {
+            Role::parse(r)
+                .with_context(|| format!("unknown role {r:?} (admin, writer, reader, reviewer)"))
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if roles.is_empty() {
         roles.push(Role::Writer);
@@ -184,7 +202,11 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
                     k.tenant,
                     k.user,
                     roles.join(","),
-                    if k.revoked_at.is_some() { "revoked" } else { "active" }
+                    if k.revoked_at.is_some() {
+                        "revoked"
+                    } else {
+                        "active"
+                    }
                 );
             }
         }
@@ -195,8 +217,7 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
             println!("revoked {id}");
         }
         Command::Audit(AuditCommand::Verify) => {
-            let v = verify_store_chain(store)
-                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let v = verify_store_chain(store).map_err(|e| anyhow::anyhow!("{}", e.message))?;
             if v.ok {
                 println!("audit chain intact: {} events", v.events);
             } else {
@@ -220,7 +241,9 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
         Command::Config => {
             println!("{}", toml_like(config)?);
         }
-        Command::Serve { .. } => unreachable!("serve is run by main"),
+        Command::Serve { .. } | Command::Jobs(_) | Command::Knowledge(_) => {
+            unreachable!("serve and jobs need the full state and are run by main")
+        }
     }
     Ok(0)
 }

@@ -82,7 +82,10 @@ pub enum ConfigError {
     #[error("invalid configuration: {0}")]
     Parse(#[from] Box<figment::Error>),
     #[error("invalid configuration: setting `{setting}`: {message}")]
-    Invalid { setting: &'static str, message: String },
+    Invalid {
+        setting: &'static str,
+        message: String,
+    },
 }
 
 /// Environment keys this program reads as configuration (others under `REGISTRY_` belong to
@@ -119,14 +122,10 @@ impl Config {
             None => {}
         }
         fig = fig
-            .merge(
-                Env::prefixed("REGISTRY_")
-                    .split("__")
-                    .filter(|k| {
-                        let k = k.as_str().to_ascii_lowercase();
-                        ENV_KEYS.iter().any(|known| k.starts_with(known))
-                    }),
-            )
+            .merge(Env::prefixed("REGISTRY_").split("__").filter(|k| {
+                let k = k.as_str().to_ascii_lowercase();
+                ENV_KEYS.iter().any(|known| k.starts_with(known))
+            }))
             .merge(Serialized::globals(cli));
         let cfg: Config = fig.extract().map_err(Box::new)?;
         cfg.validate()?;
@@ -136,19 +135,31 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |setting, message: String| Err(ConfigError::Invalid { setting, message });
         if self.bind.parse::<SocketAddr>().is_err() {
-            return bad("bind", format!("{:?} is not an address like 127.0.0.1:7878", self.bind));
+            return bad(
+                "bind",
+                format!("{:?} is not an address like 127.0.0.1:7878", self.bind),
+            );
         }
         if self.data_dir.as_os_str().is_empty() {
             return bad("data_dir", "must not be empty".into());
         }
         if !(1024..=1 << 30).contains(&self.max_body_bytes) {
-            return bad("max_body_bytes", format!("{} is outside 1 KiB..1 GiB", self.max_body_bytes));
+            return bad(
+                "max_body_bytes",
+                format!("{} is outside 1 KiB..1 GiB", self.max_body_bytes),
+            );
         }
         if !(1..=64).contains(&self.embed_threads) {
-            return bad("embed_threads", format!("{} is outside 1..64", self.embed_threads));
+            return bad(
+                "embed_threads",
+                format!("{} is outside 1..64", self.embed_threads),
+            );
         }
         if !(1..=1024).contains(&self.embed_batch) {
-            return bad("embed_batch", format!("{} is outside 1..1024", self.embed_batch));
+            return bad(
+                "embed_batch",
+                format!("{} is outside 1..1024", self.embed_batch),
+            );
         }
         if self.request_timeout_secs == 0 {
             return bad("request_timeout_secs", "must be at least 1".into());
@@ -168,7 +179,10 @@ mod tests {
     #[test]
     fn layers_apply_in_order_and_bad_values_are_named() {
         figment::Jail::expect_with(|jail| {
-            jail.create_file("registry.toml", "bind = \"127.0.0.1:9000\"\nembed_batch = 8\n")?;
+            jail.create_file(
+                "registry.toml",
+                "bind = \"127.0.0.1:9000\"\nembed_batch = 8\n",
+            )?;
             let c = Config::load(None, &CliOverrides::default()).unwrap();
             assert_eq!((c.bind.as_str(), c.embed_batch), ("127.0.0.1:9000", 8));
             jail.set_env("REGISTRY_BIND", "127.0.0.1:9001");

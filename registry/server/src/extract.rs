@@ -4,10 +4,10 @@
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use registry_core::ErrorCode;
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
 use registry_core::store::KeyStore;
-use registry_core::ErrorCode;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -84,8 +84,7 @@ impl FromRequestParts<AppState> for Auth {
 fn valid_context(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 128
-        && v
-            .chars()
+        && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 

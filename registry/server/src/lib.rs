@@ -4,8 +4,11 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod extract;
+pub mod jobs;
+pub mod memstats;
 pub mod openapi;
 pub mod routes;
+pub mod skills;
 pub mod state;
 
 use std::time::Duration;
@@ -33,11 +36,15 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::memory::router())
         .merge(routes::knowledge::router())
         .merge(routes::skills::router())
+        .merge(routes::deletion::router())
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))

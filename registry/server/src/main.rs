@@ -1,6 +1,6 @@
 use anyhow::Context;
 use clap::Parser;
-use registry_server::cli::{Cli, Command, run_admin};
+use registry_server::cli::{Cli, Command, JobsCommand, run_admin};
 use registry_server::state::AppState;
 use registry_store_sqlite::{SqliteStore, StoreOptions};
 
@@ -36,14 +36,34 @@ fn run() -> anyhow::Result<i32> {
                     .await
                     .with_context(|| format!("cannot listen on {addr} (setting `bind`)"))?;
                 tracing::info!(%addr, data_dir = %config.data_dir.display(), "registry listening");
+                let _jobs = registry_server::jobs::spawn_scheduler(&state);
                 registry_server::serve(state, listener).await?;
                 anyhow::Ok(())
             })?;
             Ok(0)
         }
+        Command::Jobs(JobsCommand::Run { name }) => {
+            if !registry_server::jobs::JOBS.contains(&name.as_str()) {
+                anyhow::bail!(
+                    "unknown job {name:?} (known: {})",
+                    registry_server::jobs::JOBS.join(", ")
+                );
+            }
+            let state = AppState::open(config.clone()).context("start-up failed")?;
+            let report = registry_server::jobs::run_job(&state, name)?;
+            println!("{}", serde_json::to_string(&report)?);
+            Ok(if report.outcome == "ok" { 0 } else { 1 })
+        }
+        Command::Knowledge(k) => {
+            let state = AppState::open(config.clone()).context("start-up failed")?;
+            registry_server::routes::knowledge::run_cli(&state, k)
+        }
         other => {
             std::fs::create_dir_all(&config.data_dir).with_context(|| {
-                format!("cannot create the data directory {}", config.data_dir.display())
+                format!(
+                    "cannot create the data directory {}",
+                    config.data_dir.display()
+                )
             })?;
             let store = SqliteStore::open_dir(&config.data_dir, StoreOptions { readers: 1 })
                 .context("cannot open the store")?;

@@ -19,7 +19,10 @@ struct BearerAuth;
 impl Modify for BearerAuth {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let c = doc.components.get_or_insert_with(Default::default);
-        c.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        c.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
     }
 }
 
@@ -30,6 +33,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::routes::memory::MemoryApi::openapi());
     doc.merge(crate::routes::knowledge::KnowledgeApi::openapi());
     doc.merge(crate::routes::skills::SkillsApi::openapi());
+    doc.merge(crate::routes::deletion::DeletionApi::openapi());
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

@@ -38,10 +38,7 @@ impl std::ops::Deref for AppState {
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot open the data directory {dir}: {source}")]
-    DataDir {
-        dir: String,
-        source: std::io::Error,
-    },
+    DataDir { dir: String, source: std::io::Error },
     #[error("cannot open the store: {0}")]
     Store(#[from] registry_store_sqlite::StoreError),
     #[error("cannot load the embedding model: {0}")]
@@ -94,6 +91,11 @@ impl AppState {
     {
         let me = self.clone();
         tokio::task::spawn_blocking(move || f(&me)).await?
+    }
+
+    /// The domain that rebuilds summaries when one of their parents is deleted.
+    pub fn regenerator(&self) -> Option<&dyn registry_core::deletion::Regenerator> {
+        None
     }
 
     pub async fn authenticate(&self, key: &str) -> Result<Principal, ApiError> {

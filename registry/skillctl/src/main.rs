@@ -1,13 +1,16 @@
 //! `skillctl`: the skill author's and release manager's command line.
 //!
 //! Offline commands (`init`, `validate`, `pack`) use only `skills-sdk`; the server commands
-//! (`publish`, `test`, `review`, …) talk to a registry and are added in the marked places.
+//! (`publish`, `test`, `review`, …) talk to a registry over HTTP (`--server`/`REGISTRY_URL`,
+//! `--key`/`REGISTRY_API_KEY`) through the library half (`lib.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use serde_json::json;
+use skillctl::Client;
 use skills_sdk::{ArchiveLimits, Report, ValidationMode};
 
 #[derive(Debug, Parser)]
@@ -55,8 +58,150 @@ enum Command {
         #[command(flatten)]
         mode: ModeArgs,
     },
-    // --- Server commands go here (lead): Publish, Test, Review, Promote, Deprecate, Yank,
-    // --- Rollback, Search, Show, Lock, Install. Dispatch them in `run` below.
+    /// Publish a skill as a draft: a directory, a .skill archive, or a Git revision.
+    Publish {
+        /// A skill directory or a .skill archive (omit with --git).
+        path: Option<PathBuf>,
+        /// A Git repository (local path, bare or not, or file:// URL).
+        #[arg(long, requires = "rev", conflicts_with = "path")]
+        git: Option<String>,
+        /// Commit id, tag or branch to publish from.
+        #[arg(long)]
+        rev: Option<String>,
+        /// Directory of the skill inside the repository.
+        #[arg(long)]
+        subdir: Option<PathBuf>,
+        /// Version for a skill that declares none (plain Agent Skills directories).
+        #[arg(long, value_name = "SEMVER")]
+        set_version: Option<skills_sdk::semver::Version>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Run a version's declared tests against its exact digest and record the results.
+    Test {
+        name: String,
+        version: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Approve or reject a version (reviewer role; not the author).
+    Review {
+        name: String,
+        version: String,
+        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        approve: bool,
+        #[arg(long)]
+        reject: bool,
+        #[arg(long, default_value = "")]
+        comment: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Publish a tested and approved version.
+    Promote {
+        name: String,
+        version: String,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Deprecate a published version.
+    Deprecate {
+        name: String,
+        version: String,
+        #[arg(long)]
+        message: String,
+        #[arg(long)]
+        replacement: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Yank a version (or undo with --undo): no new resolution, lockfiles still install it.
+    Yank {
+        name: String,
+        version: String,
+        #[arg(long)]
+        reason: Option<String>,
+        #[arg(long)]
+        undo: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Point the current release back to an earlier published version.
+    Rollback {
+        name: String,
+        /// The version to return to.
+        #[arg(long, required_unless_present = "digest")]
+        to: Option<String>,
+        #[arg(long)]
+        digest: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Discover skills: name, short description, risks, version, tokens.
+    Search {
+        query: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Show a skill's manifest and versions, checked against what you can offer.
+    Show {
+        name: String,
+        #[arg(long)]
+        version: Option<String>,
+        /// Comma-separated tools your harness offers.
+        #[arg(long)]
+        tools: Option<String>,
+        #[arg(long)]
+        permissions: Option<String>,
+        #[arg(long)]
+        environment: Option<String>,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Resolve skills.toml (`name = "^1.2"`) into skills.lock (exact versions and digests).
+    Lock {
+        #[arg(long, default_value = "skills.toml")]
+        requirements: PathBuf,
+        #[arg(long, default_value = "skills.lock")]
+        output: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Install exactly the locked versions, verifying digests.
+    Install {
+        /// Install from the lockfile (the only mode).
+        #[arg(long, required = true)]
+        locked: bool,
+        #[arg(long, default_value = "skills.lock")]
+        lockfile: PathBuf,
+        /// Target directory; each skill goes to DIR/NAME.
+        #[arg(long, default_value = "skills")]
+        dir: PathBuf,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServerArgs {
+    /// Registry base URL.
+    #[arg(
+        long = "server",
+        env = "REGISTRY_URL",
+        default_value = "http://127.0.0.1:7878"
+    )]
+    url: String,
+    /// API key.
+    #[arg(long, env = "REGISTRY_API_KEY", hide_env_values = true)]
+    key: String,
+}
+
+impl ServerArgs {
+    fn client(&self) -> Result<Client> {
+        Client::new(&self.url, &self.key)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -100,8 +245,268 @@ fn run(cli: Cli) -> Result<ExitCode> {
             set_version,
             mode,
         } => pack(&dir, output, set_version, mode.mode()),
-        // Server commands: dispatch here.
+        Command::Publish {
+            path,
+            git,
+            rev,
+            subdir,
+            set_version,
+            server,
+        } => publish(path, git, rev, subdir, set_version, &server.client()?),
+        Command::Test {
+            name,
+            version,
+            server,
+        } => test(&server.client()?, &name, &version),
+        Command::Review {
+            name,
+            version,
+            approve,
+            comment,
+            server,
+            ..
+        } => {
+            let decision = if approve { "approve" } else { "reject" };
+            step(
+                &server.client()?,
+                &name,
+                &version,
+                "/review",
+                json!({"decision": decision, "comment": comment}),
+            )
+        }
+        Command::Promote {
+            name,
+            version,
+            server,
+        } => step(&server.client()?, &name, &version, "/promote", json!({})),
+        Command::Deprecate {
+            name,
+            version,
+            message,
+            replacement,
+            server,
+        } => step(
+            &server.client()?,
+            &name,
+            &version,
+            "/deprecate",
+            json!({"message": message, "replacement": replacement}),
+        ),
+        Command::Yank {
+            name,
+            version,
+            reason,
+            undo,
+            server,
+        } => {
+            if undo {
+                step(&server.client()?, &name, &version, "/unyank", json!({}))
+            } else {
+                step(
+                    &server.client()?,
+                    &name,
+                    &version,
+                    "/yank",
+                    json!({"reason": reason}),
+                )
+            }
+        }
+        Command::Rollback {
+            name,
+            to,
+            digest,
+            server,
+        } => {
+            let v = server.client()?.post_json(
+                &format!("/v1/skills/{name}/rollback"),
+                &json!({"version": to, "digest": digest}),
+            )?;
+            println!(
+                "{name}: current release is now {} ({})",
+                v["version"].as_str().unwrap_or("?"),
+                v["digest"].as_str().unwrap_or("?")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Search {
+            query,
+            limit,
+            server,
+        } => search(&server.client()?, query.as_deref(), limit),
+        Command::Show {
+            name,
+            version,
+            tools,
+            permissions,
+            environment,
+            server,
+        } => {
+            let mut q = vec![];
+            for (k, v) in [
+                ("version", version),
+                ("tools", tools),
+                ("permissions", permissions),
+                ("environment", environment),
+            ] {
+                if let Some(v) = v {
+                    q.push(format!("{k}={v}"));
+                }
+            }
+            let path = format!("/v1/skills/{name}?{}", q.join("&"));
+            let v = server.client()?.get_json(&path)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(if v["executable"] == true {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            })
+        }
+        Command::Lock {
+            requirements,
+            output,
+            server,
+        } => {
+            let text = std::fs::read_to_string(&requirements)
+                .with_context(|| format!("reading {}", requirements.display()))?;
+            let reqs = skillctl::parse_requirements(&text)?;
+            let lock = skillctl::lock(&server.client()?, &reqs)?;
+            std::fs::write(&output, lock.to_toml()?)?;
+            for s in &lock.skills {
+                println!("{} {} {}", s.name, s.version, s.digest);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Install {
+            lockfile,
+            dir,
+            server,
+            ..
+        } => {
+            let text = std::fs::read_to_string(&lockfile)
+                .with_context(|| format!("reading {}", lockfile.display()))?;
+            let lock = skillctl::Lockfile::parse(&text)?;
+            let report = skillctl::install(&server.client()?, &lock, &dir)?;
+            for w in &report.warnings {
+                eprintln!("warning: {w}");
+            }
+            for p in &report.installed {
+                println!("installed {}", p.display());
+            }
+            for p in &report.unchanged {
+                println!("unchanged {}", p.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
+}
+
+fn publish(
+    path: Option<PathBuf>,
+    git: Option<String>,
+    rev: Option<String>,
+    subdir: Option<PathBuf>,
+    set_version: Option<skills_sdk::semver::Version>,
+    client: &Client,
+) -> Result<ExitCode> {
+    let (bytes, origin) = match (path, git) {
+        (_, Some(repo)) => {
+            let rev = rev.unwrap_or_default();
+            let (packed, commit) = skillctl::pack_from_git(&repo, &rev, subdir.as_deref())?;
+            (packed.bytes, format!("{repo} @ {commit}"))
+        }
+        (Some(p), None) if p.is_dir() => {
+            let report = skills_sdk::validate_dir(&p, ValidationMode::Strict)?;
+            print_report(&report);
+            report
+                .into_skill()
+                .with_context(|| format!("{} is not a valid skill", p.display()))?;
+            let packed = skills_sdk::pack_dir(&p, &ArchiveLimits::default())?;
+            (packed.bytes, p.display().to_string())
+        }
+        (Some(p), None) => (
+            std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?,
+            p.display().to_string(),
+        ),
+        (None, None) => bail!("give a skill directory, a .skill archive, or --git REPO --rev REV"),
+    };
+    let v = client.publish(&bytes, set_version.as_ref())?;
+    println!(
+        "{}@{} {} ({}) from {origin}",
+        v["name"].as_str().unwrap_or("?"),
+        v["version"].as_str().unwrap_or("?"),
+        v["digest"].as_str().unwrap_or("?"),
+        v["state"].as_str().unwrap_or("?"),
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn test(client: &Client, name: &str, version: &str) -> Result<ExitCode> {
+    let report = skillctl::run_tests(client, name, version)?;
+    if !report.sandboxed {
+        eprintln!(
+            "warning: unshare is unavailable; tests ran without network isolation (best effort)"
+        );
+    }
+    for o in &report.outcomes {
+        println!(
+            "{} {} {}ms {}{}",
+            if o.passed { "PASS" } else { "FAIL" },
+            o.name,
+            o.duration_ms,
+            o.log_digest,
+            if o.timed_out { " (timed out)" } else { "" }
+        );
+        if !o.passed {
+            eprintln!("--- {} log ---\n{}", o.name, o.log);
+        }
+    }
+    println!(
+        "{name}@{version} {} -> {}",
+        report.digest,
+        report.recorded["state"].as_str().unwrap_or("?")
+    );
+    Ok(if report.outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn step(
+    client: &Client,
+    name: &str,
+    version: &str,
+    tail: &str,
+    body: serde_json::Value,
+) -> Result<ExitCode> {
+    let v = client.post_json(&Client::version_path(name, version, tail), &body)?;
+    println!("{name}@{version}: {}", v["state"].as_str().unwrap_or("?"));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn search(client: &Client, q: Option<&str>, limit: usize) -> Result<ExitCode> {
+    let mut path = format!("/v1/skills?limit={limit}");
+    if let Some(q) = q {
+        path.push_str("&q=");
+        path.push_str(&q.replace(' ', "+"));
+    }
+    let v = client.get_json(&path)?;
+    for s in v["skills"].as_array().into_iter().flatten() {
+        println!(
+            "{} {} [{} tokens]{}\n    {}",
+            s["name"].as_str().unwrap_or(""),
+            s["version"].as_str().unwrap_or(""),
+            s["tokens"],
+            if s["deprecated"] == true {
+                " (deprecated)"
+            } else {
+                ""
+            },
+            s["description"].as_str().unwrap_or("")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init(name: &str, parent: &Path, owner: Option<String>) -> Result<ExitCode> {

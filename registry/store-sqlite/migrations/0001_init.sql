@@ -38,7 +38,7 @@ CREATE TABLE derivation (
     relation    TEXT NOT NULL,
     child_store TEXT NOT NULL,
     created_at  TEXT NOT NULL,
-    PRIMARY KEY (parent, child, relation)
+    PRIMARY KEY (parent, child, relation, child_store)
 ) WITHOUT ROWID;
 CREATE INDEX derivation_child ON derivation (child);
 

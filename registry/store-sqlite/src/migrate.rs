@@ -5,7 +5,11 @@ use rusqlite::Connection;
 use crate::{StoreError, StoreResult};
 
 /// Every migration in order; index + 1 is its number. Never edit a released entry.
-pub const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../migrations/0001_init.sql"))];
+pub const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../migrations/0001_init.sql")),
+    ("0002_receipts", include_str!("../migrations/0002_receipts.sql")),
+    ("0003_jobs", include_str!("../migrations/0003_jobs.sql")),
+];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 

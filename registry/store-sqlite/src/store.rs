@@ -9,6 +9,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
 use registry_core::audit::{AuditDraft, AuditEvent, GENESIS_HASH};
+use registry_core::deletion::{Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Role;
 use registry_core::store::{ApiKeyRecord, AssetQuery, AssetStore, KeyStore, PurgeCounts, WriteOp};
@@ -624,4 +625,44 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
         created_at: parse_ts(&created)?,
         revoked_at: revoked.as_deref().map(parse_ts).transpose()?,
     })
+}
+
+impl ReceiptStore for SqliteStore {
+    fn put_receipt(&self, r: &Receipt) -> CoreResult<()> {
+        let json = serde_json::to_string(r).map_err(be)?;
+        let status = match r.status {
+            ReceiptStatus::InProgress => "in_progress",
+            ReceiptStatus::Completed => "completed",
+        };
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO receipts (id, tenant, status, created_at, updated_at, receipt)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, receipt = ?6",
+                params![r.id, r.tenant, status, ts(&r.started_at), ts(&r.updated_at), json],
+            )
+            .map_err(be)?;
+            Ok(())
+        })
+    }
+
+    fn get_receipt(&self, id: &str) -> CoreResult<Option<Receipt>> {
+        let json: Option<String> = self.read(|c| {
+            c.query_row("SELECT receipt FROM receipts WHERE id = ?1", [id], |r| r.get(0))
+                .optional()
+        })?;
+        json.map(|j| serde_json::from_str(&j).map_err(be)).transpose()
+    }
+
+    fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>> {
+        let rows: Vec<String> = self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT receipt FROM receipts WHERE status = 'in_progress' ORDER BY created_at",
+            )?;
+            st.query_map([], |r| r.get(0))?.collect()
+        })?;
+        rows.iter()
+            .map(|j| serde_json::from_str(j).map_err(be))
+            .collect()
+    }
 }

@@ -39,6 +39,8 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("index schema does not match: {0}")]
     Schema(String),
+    #[error("stored document without asset_id")]
+    MissingId,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -151,9 +153,11 @@ impl TantivyTextIndex {
 
     fn with_writer<T>(&self, f: impl FnOnce(&mut IndexWriter) -> Result<T>) -> Result<T> {
         let mut guard = self.writer.lock();
-        let writer = guard
-            .as_mut()
-            .ok_or_else(|| Error::Schema("index writer is unavailable".into()))?;
+        let writer = match guard.take() {
+            Some(w) => guard.insert(w),
+            // A failed compaction left no writer; make a new one.
+            None => guard.insert(self.index.writer(WRITER_MEMORY_BYTES)?),
+        };
         f(writer)
     }
 
@@ -228,7 +232,7 @@ impl TantivyTextIndex {
         doc.get_first(self.fields.asset_id)
             .and_then(|v| v.as_str())
             .map(str::to_owned)
-            .ok_or_else(|| Error::Schema("document without asset_id".into()))
+            .ok_or(Error::MissingId)
     }
 
     fn upsert_docs(&self, docs: &[TextDoc]) -> Result<()> {
@@ -311,11 +315,11 @@ impl TantivyTextIndex {
         let mut guard = self.writer.lock();
         // Background merges hold segments; retire the writer so none is running, then merge
         // everything with a fresh one.
-        if let Some(old) = guard.take() {
-            old.wait_merging_threads()?;
-        }
+        let retired = guard
+            .take()
+            .map_or(Ok(()), IndexWriter::wait_merging_threads);
         let mut writer: IndexWriter = self.index.writer(WRITER_MEMORY_BYTES)?;
-        let result = (|| -> Result<()> {
+        let result = retired.map_err(Error::from).and_then(|()| {
             let ids = self.index.searchable_segment_ids()?;
             // Holding a `SegmentMeta` keeps its files alive through garbage collection, so the
             // metas are dropped here.
@@ -331,7 +335,7 @@ impl TantivyTextIndex {
             self.reader.reload()?;
             writer.garbage_collect_files().wait()?;
             Ok(())
-        })();
+        });
         *guard = Some(writer);
         result
     }

@@ -1,14 +1,367 @@
-//! Knowledge routes (filled in by the knowledge work).
+//! Knowledge: documents ingested as governed evidence, and the evidence search.
+
+use std::sync::Arc;
 
 use axum::Router;
-use utoipa::OpenApi;
+use axum::extract::{Path, Query, State};
+use axum::routing::{get, post};
+use registry_core::store::AssetStore;
+use registry_knowledge::{IngestRequest, KnowledgeConfig, KnowledgeService, SearchRequest};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Auth};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
-#[openapi()]
+#[openapi(
+    paths(ingest_document, get_document, list_documents, search_knowledge),
+    components(schemas(
+        IngestBody,
+        SearchBody,
+        IngestAnswer,
+        DocumentAnswer,
+        DocumentList,
+        SearchAnswerDoc,
+        ErrorBody
+    ))
+)]
 pub struct KnowledgeApi;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route(
+            "/v1/knowledge/documents",
+            post(ingest_document).get(list_documents),
+        )
+        .route("/v1/knowledge/documents/{id}", get(get_document))
+        .route("/v1/knowledge/search", post(search_knowledge))
+}
+
+/// The knowledge service over the server's store and indexes (cheap: handles only).
+pub fn service(s: &AppState) -> KnowledgeService {
+    let store: Arc<dyn AssetStore> = s.store.clone();
+    KnowledgeService::new(store, s.search.clone(), KnowledgeConfig::default())
+}
+
+impl From<registry_knowledge::Error> for ApiError {
+    fn from(e: registry_knowledge::Error) -> Self {
+        if let registry_knowledge::Error::Core(c) = e {
+            return c.into();
+        }
+        ApiError::new(e.code(), e.to_string()).with_details(e.details())
+    }
+}
+
+/// A document to ingest (schema of `POST /v1/knowledge/documents`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct IngestBody {
+    /// Stable id of the source within the tenant, e.g. `handbook/leave.md`. Required.
+    pub source_id: String,
+    /// The source's own version label (default `sha256:` + 12 hex of the content). A version
+    /// is immutable: the same label with other content answers 409.
+    pub version: Option<String>,
+    /// `md`, `txt`, `json` (an array of records or one object) or `jsonl`. Required.
+    pub format: String,
+    /// The document text (at most 2 MiB). Required.
+    pub content: String,
+    /// When the document takes effect (default now).
+    pub effective_at: Option<String>,
+    /// When it stops being valid; expired documents never come back from search.
+    pub expires_at: Option<String>,
+    /// Default: the caller.
+    pub owner: Option<String>,
+    /// `policy` > `system_of_record` > `reference` (default) > `informal`.
+    pub authority: Option<String>,
+    /// Default: the caller's tenant. `{tenant, project?, user?}`.
+    #[schema(value_type = Option<Object>)]
+    pub scope: Option<serde_json::Value>,
+    /// `public` (default), `user:NAME`, `group:NAME`, `role:NAME`; never empty.
+    pub acl: Option<Vec<String>>,
+}
+
+/// An evidence search (schema of `POST /v1/knowledge/search`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SearchBody {
+    pub query: String,
+    /// Evidence records (default 10, at most 200).
+    pub k: Option<usize>,
+    /// Judge freshness at this time (default now).
+    pub as_of: Option<String>,
+    /// Bar on relevance, 0..1: max(cosine, bm25 / (bm25 + 10)). Default 0.35.
+    pub min_score: Option<f32>,
+    /// Return stale documents, marked (default true); stale alone is never `OK`.
+    pub allow_stale: Option<bool>,
+    /// `both` (default), `text_only`, `vector_only`.
+    pub legs: Option<String>,
+    /// `rrf` (default) or `convex`.
+    pub fusion: Option<String>,
+    /// Convex fusion weight of the vector leg (default 0.5).
+    pub alpha: Option<f32>,
+}
+
+/// `{status: created|new_version|unchanged, document_id, version, source_id, source_version,
+/// content_hash, chunks, superseded_chunks, flagged_chunks}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct IngestAnswer(serde_json::Value);
+
+/// `{document: {...}, content, chunks: [{id, status, ordinal, kind, heading_path, char_start,
+/// char_end, instruction}]}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct DocumentAnswer(serde_json::Value);
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentList {
+    #[schema(value_type = Vec<Object>)]
+    pub documents: Vec<serde_json::Value>,
+}
+
+/// `{status: OK|INSUFFICIENT_EVIDENCE, searched: {...}, evidence: [{content, heading_path,
+/// source_id, source_version, effective_at, expires_at, owner, authority, scope, acl, score,
+/// retrieval: {found_by, text: {rank, score}, vector: {rank, score}, fused, relevance,
+/// authority_boost}, freshness, instruction: {flagged, rules}, citation: {document_id,
+/// document_version, chunk_id, char_start, char_end}}]}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(value_type = Object)]
+pub struct SearchAnswerDoc(serde_json::Value);
+
+fn to_json<T: Serialize>(v: &T) -> ApiResult<serde_json::Value> {
+    serde_json::to_value(v).map_err(ApiError::internal)
+}
+
+/// Ingests a document: chunked by structure, embedded, committed atomically, indexed. The same
+/// content and metadata again answers `unchanged`; a new version supersedes the previous one.
+#[utoipa::path(post, path = "/v1/knowledge/documents", security(("bearer" = [])),
+    request_body = IngestBody,
+    responses((status = 201, body = IngestAnswer), (status = 200, description = "unchanged", body = IngestAnswer),
+        (status = 403, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn ingest_document(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    ApiJson(req): ApiJson<IngestRequest>,
+) -> ApiResult<(axum::http::StatusCode, axum::Json<serde_json::Value>)> {
+    state
+        .blocking(move |s| {
+            let out = service(s).ingest(&p, req)?;
+            let code = match out.status {
+                registry_knowledge::service::IngestStatus::Unchanged => axum::http::StatusCode::OK,
+                _ => axum::http::StatusCode::CREATED,
+            };
+            Ok((code, axum::Json(to_json(&out)?)))
+        })
+        .await
+}
+
+/// A document the caller may see, with its content and chunks.
+#[utoipa::path(get, path = "/v1/knowledge/documents/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "document id")),
+    responses((status = 200, body = DocumentAnswer), (status = 404, body = ErrorBody)))]
+pub async fn get_document(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| Ok(axum::Json(to_json(&service(s).get_document(&p, &id)?)?)))
+        .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListDocs {
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// Current versions of the documents the caller may see, newest first.
+#[utoipa::path(get, path = "/v1/knowledge/documents", security(("bearer" = [])), params(ListDocs),
+    responses((status = 200, body = DocumentList)))]
+pub async fn list_documents(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<ListDocs>,
+) -> ApiResult<axum::Json<DocumentList>> {
+    let limit = q.limit.unwrap_or(100).min(1000);
+    state
+        .blocking(move |s| {
+            let docs = service(s).list_documents(&p, limit)?;
+            Ok(axum::Json(DocumentList {
+                documents: docs.iter().map(to_json).collect::<ApiResult<_>>()?,
+            }))
+        })
+        .await
+}
+
+/// Evidence search: both legs restricted to the caller's scopes and ACL keys before ranking;
+/// expired, not-yet-effective and superseded chunks dropped; stale ones marked; higher
+/// authority first on near ties. `INSUFFICIENT_EVIDENCE` (HTTP 200) when nothing admissible
+/// and fresh clears `min_score`.
+#[utoipa::path(post, path = "/v1/knowledge/search", security(("bearer" = [])),
+    request_body = SearchBody,
+    responses((status = 200, body = SearchAnswerDoc), (status = 422, body = ErrorBody)))]
+pub async fn search_knowledge(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    ApiJson(req): ApiJson<SearchRequest>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| Ok(axum::Json(to_json(&service(s).search(&p, req)?)?)))
+        .await
+}
+
+/// `registry knowledge …`
+#[derive(Debug, clap::Subcommand)]
+pub enum KnowledgeCommand {
+    /// Ingest files or directories (format from the extension: .md, .markdown, .txt, .json,
+    /// .jsonl); prints one JSON line per file and exits 1 if any file failed.
+    Ingest(Box<IngestArgs>),
+    /// Re-embed and re-index every servable chunk (after a crash between commit and indexing,
+    /// or a model change).
+    Reindex,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct IngestArgs {
+    /// Files or directories (walked recursively; files with other extensions are skipped).
+    #[arg(required = true)]
+    pub paths: Vec<std::path::PathBuf>,
+    #[arg(long)]
+    pub tenant: String,
+    /// Prepended to each file's path (relative to the directory given) to make its source_id.
+    #[arg(long, default_value = "")]
+    pub source_prefix: String,
+    /// policy, system_of_record, reference (default) or informal.
+    #[arg(long)]
+    pub authority: Option<String>,
+    /// ACL entries (repeatable): public, user:NAME, group:NAME, role:NAME. Default public.
+    #[arg(long = "acl")]
+    pub acl: Vec<String>,
+    /// Place the documents in this project of the tenant.
+    #[arg(long)]
+    pub project: Option<String>,
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Version label for every file (default: sha256 prefix of each file's content).
+    #[arg(long)]
+    pub version: Option<String>,
+    #[arg(long)]
+    pub effective_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[arg(long)]
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+fn collect_files(
+    path: &std::path::Path,
+    base: &std::path::Path,
+    out: &mut Vec<(std::path::PathBuf, String)>,
+) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<_> = std::fs::read_dir(path)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()?;
+        entries.sort();
+        for e in entries {
+            let known = e
+                .extension()
+                .and_then(|x| x.to_str())
+                .and_then(registry_knowledge::Format::parse)
+                .is_some();
+            if e.is_dir() || known {
+                collect_files(&e, base, out)?;
+            }
+        }
+    } else {
+        let rel = path.strip_prefix(base).unwrap_or(path);
+        let rel = if rel.as_os_str().is_empty() {
+            path.file_name()
+                .map(std::path::PathBuf::from)
+                .unwrap_or_default()
+        } else {
+            rel.to_path_buf()
+        };
+        let name = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("/");
+        out.push((path.to_path_buf(), name));
+    }
+    Ok(())
+}
+
+/// Runs `registry knowledge …` on the full state; returns the exit code.
+pub fn run_cli(state: &AppState, cmd: &KnowledgeCommand) -> anyhow::Result<i32> {
+    let svc = service(state);
+    let a = match cmd {
+        KnowledgeCommand::Reindex => {
+            let n = svc.reindex()?;
+            println!("{}", serde_json::json!({ "reindexed_chunks": n }));
+            return Ok(0);
+        }
+        KnowledgeCommand::Ingest(a) => a,
+    };
+    let mut p = registry_core::Principal::new(a.tenant.clone(), "cli");
+    p.roles = vec![registry_core::Role::Admin];
+    let mut files = Vec::new();
+    for path in &a.paths {
+        let base = if path.is_dir() {
+            path.as_path()
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        collect_files(path, base, &mut files)?;
+    }
+    let mut failed = 0;
+    for (path, rel) in files {
+        let source_id = format!("{}{rel}", a.source_prefix);
+        let result = std::fs::read(&path)
+            .map_err(|e| registry_knowledge::Error::validation("path", e.to_string()))
+            .and_then(registry_knowledge::decode_utf8)
+            .and_then(|content| {
+                let format = path
+                    .extension()
+                    .and_then(|x| x.to_str())
+                    .unwrap_or("")
+                    .to_string();
+                svc.ingest(
+                    &p,
+                    IngestRequest {
+                        source_id: Some(source_id.clone()),
+                        version: a.version.clone(),
+                        format: Some(format),
+                        content: Some(content),
+                        effective_at: a.effective_at,
+                        expires_at: a.expires_at,
+                        owner: a.owner.clone(),
+                        authority: a.authority.clone(),
+                        scope: Some(registry_core::Scope {
+                            project: a.project.clone(),
+                            ..registry_core::Scope::tenant(a.tenant.clone())
+                        }),
+                        acl: (!a.acl.is_empty()).then(|| a.acl.clone()),
+                    },
+                )
+            });
+        let line = match result {
+            Ok(out) => {
+                let mut v = serde_json::to_value(&out)?;
+                v["path"] = serde_json::json!(path.display().to_string());
+                v
+            }
+            Err(e) => {
+                failed += 1;
+                serde_json::json!({
+                    "path": path.display().to_string(),
+                    "source_id": source_id,
+                    "error": { "code": e.code().as_str(), "message": e.to_string() }
+                })
+            }
+        };
+        println!("{line}");
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
 }

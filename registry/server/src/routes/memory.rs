@@ -1,14 +1,312 @@
-//! Memory routes (filled in by the memory work).
+//! Memory routes: write through the gate, search, read with history, feedback, the review queue
+//! and revocation.
 
 use axum::Router;
-use utoipa::OpenApi;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::routing::{get, post};
+use registry_core::ErrorCode;
+use registry_memory::search::SearchRequest;
+use registry_memory::service::FeedbackRequest;
+use registry_memory::{Error as MemError, WriteRequest};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Auth};
+use crate::jobs::memory_service;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
-#[openapi()]
+#[openapi(
+    paths(
+        write_memory,
+        search_memories,
+        get_memory,
+        feedback,
+        review_queue,
+        confirm,
+        reject,
+        revoke
+    ),
+    components(schemas(
+        WriteBody,
+        WriteAnswer,
+        SearchBody,
+        SearchAnswer,
+        MemoryDetailView,
+        MemoryItem,
+        FeedbackBody,
+        StatsView,
+        ReviewList,
+        ErrorBody
+    ))
+)]
 pub struct MemoryApi;
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .route("/v1/memories", post(write_memory))
+        .route("/v1/memories/search", post(search_memories))
+        .route("/v1/memories/review", get(review_queue))
+        .route("/v1/memories/{id}", get(get_memory).delete(revoke))
+        .route("/v1/memories/{id}/feedback", post(feedback))
+        .route("/v1/memories/{id}/confirm", post(confirm))
+        .route("/v1/memories/{id}/reject", post(reject))
+}
+
+impl From<MemError> for ApiError {
+    fn from(e: MemError) -> Self {
+        let msg = e.to_string();
+        match e {
+            MemError::Core(c) => c.into(),
+            MemError::Rejected(reasons) => ApiError::new(ErrorCode::WriteGateRejected, msg)
+                .with_details(serde_json::json!({ "decision": "rejected", "reasons": reasons })),
+            MemError::IdempotencyKeyReused => ApiError::new(ErrorCode::IdempotencyKeyReused, msg)
+                .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
+            MemError::TooLarge { len, limit } => ApiError::new(ErrorCode::PayloadTooLarge, msg)
+                .with_details(
+                    serde_json::json!({ "field": "content", "len": len, "limit": limit }),
+                ),
+            MemError::Forbidden { reasons, .. } => {
+                ApiError::forbidden(msg).with_details(if reasons.is_empty() {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!({ "reasons": reasons })
+                })
+            }
+            MemError::NotFound(_) => ApiError::not_found(msg),
+            MemError::Invalid { field, .. } => {
+                ApiError::validation(msg).with_details(serde_json::json!({ "field": field }))
+            }
+            MemError::Transition {
+                from,
+                action,
+                allowed,
+            } => ApiError::new(ErrorCode::InvalidTransition, msg).with_details(serde_json::json!({
+                "state": from, "action": action, "allowed_transitions": allowed
+            })),
+        }
+    }
+}
+
+/// A memory to write. Fields: `class` (working, episodic, semantic, procedural), `content`,
+/// `scope` (a level: tenant, project, user, session, task; or a scope object), `source`
+/// (user_statement, tool_result, document, model_inference, system, import, web), `subject`,
+/// `attribute`, `value`, `entities`, `applicability`, `evidence`, `speaker`, `session_date`,
+/// `session_label`, `valid_from`, `valid_to`, `ttl_secs`, `sensitivity`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct WriteBody(#[allow(dead_code)] serde_json::Value);
+
+/// The gate's answer: `decision` (accepted, merged, superseded, candidate, conflict_pending),
+/// `id`, `version`, `status`, `reasons` (each with `code`, `rule`, `detail`), `replaced`,
+/// `conflicts_with`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct WriteAnswer(#[allow(dead_code)] serde_json::Value);
+
+/// `query`, `classes`, `scope`, `k`, `as_of`, `filters` (`entities`, `speaker`, `subject`,
+/// `min_trust`, `session_label`).
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct SearchBody(#[allow(dead_code)] serde_json::Value);
+
+/// `label` (`memory`: past experience), `as_of`, `hits` (each with `score`, `breakdown`,
+/// `note`, `memory`).
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct SearchAnswer(#[allow(dead_code)] serde_json::Value);
+
+/// `memory`, its `versions` and `related` records on the same subject and attribute.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct MemoryDetailView(#[allow(dead_code)] serde_json::Value);
+
+/// One memory record with its governance fields and usage counters.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct MemoryItem(#[allow(dead_code)] serde_json::Value);
+
+/// `outcome` (helpful or harmful) and optional `task`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct FeedbackBody(#[allow(dead_code)] serde_json::Value);
+
+/// Usage counters: `usage_count`, `last_retrieved`, `last_verified`, `helpful`, `harmful`,
+/// `decay_weight`.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct StatsView(#[allow(dead_code)] serde_json::Value);
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReviewList {
+    #[schema(value_type = Vec<Object>)]
+    pub memories: Vec<serde_json::Value>,
+}
+
+fn json<T: Serialize>(v: T) -> ApiResult<axum::Json<serde_json::Value>> {
+    serde_json::to_value(v)
+        .map(axum::Json)
+        .map_err(ApiError::internal)
+}
+
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => Ok(None),
+        Some(Ok(k)) if !k.is_empty() && k.len() <= 200 && k.is_ascii() => Ok(Some(k.to_string())),
+        Some(_) => Err(
+            ApiError::validation("Idempotency-Key must be 1-200 ASCII characters")
+                .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
+        ),
+    }
+}
+
+/// Writes a memory through the gate. Rejections answer 422 `WRITE_GATE_REJECTED` with the
+/// reasons; with `Idempotency-Key`, a retry returns the first answer.
+#[utoipa::path(post, path = "/v1/memories", security(("bearer" = [])), request_body = WriteBody,
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe")),
+    responses((status = 200, body = WriteAnswer), (status = 403, body = ErrorBody),
+        (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn write_memory(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<WriteRequest>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let key = idempotency_key(&headers)?;
+    state
+        .blocking(move |s| json(memory_service(s).write(&p, &req, key.as_deref())?))
+        .await
+}
+
+/// Searches the caller's visible memories with a mixed-signal ranking; every hit is labelled
+/// as memory (past experience) and carries its score breakdown.
+#[utoipa::path(post, path = "/v1/memories/search", security(("bearer" = [])), request_body = SearchBody,
+    responses((status = 200, body = SearchAnswer), (status = 422, body = ErrorBody)))]
+pub async fn search_memories(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    ApiJson(req): ApiJson<SearchRequest>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let res = state
+        .blocking(move |s| Ok(memory_service(s).search(&p, &req)?))
+        .await?;
+    let ids: Vec<String> = res.hits.iter().map(|h| h.memory.id.clone()).collect();
+    if !ids.is_empty() {
+        // Usage counters are not worth delaying the answer for.
+        let st = state.clone();
+        tokio::task::spawn_blocking(move || {
+            use registry_memory::StatsStore;
+            if let Err(e) = crate::memstats::SqliteStats(st.store.clone())
+                .record_retrievals(&ids, chrono::Utc::now())
+            {
+                tracing::warn!(error = %e, "could not record memory retrievals");
+            }
+        });
+    }
+    json(res)
+}
+
+/// A memory the caller may see, with its versions and related records.
+#[utoipa::path(get, path = "/v1/memories/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "memory id")),
+    responses((status = 200, body = MemoryDetailView), (status = 404, body = ErrorBody)))]
+pub async fn get_memory(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| json(memory_service(s).get(&p, &id)?))
+        .await
+}
+
+/// Records that a memory helped or harmed a task.
+#[utoipa::path(post, path = "/v1/memories/{id}/feedback", security(("bearer" = [])),
+    params(("id" = String, Path, description = "memory id")), request_body = FeedbackBody,
+    responses((status = 200, body = StatsView), (status = 404, body = ErrorBody)))]
+pub async fn feedback(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<FeedbackRequest>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| json(memory_service(s).feedback(&p, &id, &req)?))
+        .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReviewParams {
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// Pending memories (candidate, quarantined, conflict_pending) in the caller's scopes.
+#[utoipa::path(get, path = "/v1/memories/review", security(("bearer" = [])), params(ReviewParams),
+    responses((status = 200, body = ReviewList)))]
+pub async fn review_queue(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<ReviewParams>,
+) -> ApiResult<axum::Json<ReviewList>> {
+    let limit = q.limit.unwrap_or(100).min(1000);
+    state
+        .blocking(move |s| {
+            let list = memory_service(s).review_queue(&p, limit)?;
+            Ok(axum::Json(ReviewList {
+                memories: list
+                    .into_iter()
+                    .map(|v| serde_json::to_value(v).unwrap_or_default())
+                    .collect(),
+            }))
+        })
+        .await
+}
+
+/// Confirms a pending memory (reviewer role); it supersedes the record it conflicted with.
+#[utoipa::path(post, path = "/v1/memories/{id}/confirm", security(("bearer" = [])),
+    params(("id" = String, Path, description = "memory id")),
+    responses((status = 200, body = MemoryItem), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn confirm(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| json(memory_service(s).confirm(&p, &id)?))
+        .await
+}
+
+/// Rejects a pending memory (reviewer role); it is revoked.
+#[utoipa::path(post, path = "/v1/memories/{id}/reject", security(("bearer" = [])),
+    params(("id" = String, Path, description = "memory id")),
+    responses((status = 200, body = MemoryItem), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn reject(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| json(memory_service(s).reject(&p, &id)?))
+        .await
+}
+
+/// Revokes a memory now: no further read in search or context, removed from both indexes.
+#[utoipa::path(delete, path = "/v1/memories/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "memory id")),
+    responses((status = 200, body = MemoryItem), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub async fn revoke(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    state
+        .blocking(move |s| json(memory_service(s).revoke(&p, &id)?))
+        .await
 }

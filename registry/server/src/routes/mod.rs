@@ -1,7 +1,8 @@
 //! HTTP routes, one module per area. Each module exports `router()` and an OpenAPI fragment
 //! that `crate::openapi` merges.
 
-pub mod system;
-pub mod memory;
+pub mod deletion;
 pub mod knowledge;
+pub mod memory;
 pub mod skills;
+pub mod system;

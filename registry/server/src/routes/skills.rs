@@ -1,14 +1,666 @@
-//! Skills routes (filled in by the skills work).
+//! Skills: publish (`.skill` archive as `application/octet-stream`), the lifecycle steps, and
+//! the three disclosure levels (discover, select, load). Service logic lives in
+//! `crate::skills`.
 
 use axum::Router;
-use utoipa::OpenApi;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use registry_core::ErrorCode;
+use registry_core::principal::Principal;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{ApiJson, Auth};
+use crate::skills::{
+    self as svc, Decision, DeprecateRequest, Deprecation, DiscoverView, LifecycleState, Loaded,
+    ReviewRecord, ReviewRequest, RollbackRequest, TestResult, TestResultsRequest, TestRun,
+    YankRequest,
+};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
-#[openapi()]
+#[openapi(
+    paths(
+        discover,
+        publish,
+        select,
+        get_version,
+        record_tests,
+        review,
+        promote,
+        deprecate,
+        yank,
+        unyank,
+        rollback,
+        instructions,
+        file,
+        archive,
+        by_digest,
+        by_digest_instructions,
+        by_digest_file,
+        by_digest_archive
+    ),
+    components(schemas(
+        DiscoverList,
+        DiscoverView,
+        VersionView,
+        VersionSummary,
+        SelectView,
+        InstructionsView,
+        TestResultsRequest,
+        TestResult,
+        TestRun,
+        ReviewRequest,
+        ReviewRecord,
+        Decision,
+        DeprecateRequest,
+        Deprecation,
+        YankRequest,
+        RollbackRequest,
+        LifecycleState,
+        ErrorBody
+    ))
+)]
 pub struct SkillsApi;
 
 pub fn router() -> Router<AppState> {
+    let v = "/v1/skills/{name}/versions/{version}";
     Router::new()
+        .route("/v1/skills", get(discover).post(publish))
+        .route("/v1/skills/by-digest/{digest}", get(by_digest))
+        .route(
+            "/v1/skills/by-digest/{digest}/instructions",
+            get(by_digest_instructions),
+        )
+        .route(
+            "/v1/skills/by-digest/{digest}/files/{*path}",
+            get(by_digest_file),
+        )
+        .route(
+            "/v1/skills/by-digest/{digest}/archive",
+            get(by_digest_archive),
+        )
+        .route("/v1/skills/{name}", get(select))
+        .route("/v1/skills/{name}/rollback", post(rollback))
+        .route(v, get(get_version))
+        .route(&format!("{v}/test-results"), post(record_tests))
+        .route(&format!("{v}/review"), post(review))
+        .route(&format!("{v}/promote"), post(promote))
+        .route(&format!("{v}/deprecate"), post(deprecate))
+        .route(&format!("{v}/yank"), post(yank))
+        .route(&format!("{v}/unyank"), post(unyank))
+        .route(&format!("{v}/instructions"), get(instructions))
+        .route(&format!("{v}/files/{{*path}}"), get(file))
+        .route(&format!("{v}/archive"), get(archive))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DiscoverParams {
+    /// Words to match against names, descriptions and applicability (BM25). Absent: all, by name.
+    pub q: Option<String>,
+    /// At most this many entries (default 20, at most 200).
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DiscoverList {
+    pub skills: Vec<DiscoverView>,
+    /// Sum of the entries' token counts.
+    pub total_tokens: usize,
+    /// The tokenizer that counted (the embedding model's WordPiece tokenizer).
+    pub tokenizer: String,
+}
+
+/// Discover: the current releases the caller may see (own tenant and global), about 100 tokens
+/// each.
+#[utoipa::path(get, path = "/v1/skills", security(("bearer" = [])), params(DiscoverParams),
+    responses((status = 200, body = DiscoverList)))]
+pub async fn discover(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<DiscoverParams>,
+) -> ApiResult<axum::Json<DiscoverList>> {
+    let limit = q.limit.unwrap_or(20).clamp(1, 200);
+    state
+        .blocking(move |s| {
+            let skills = svc::discover(s, &p, q.q.as_deref(), limit)?;
+            Ok(axum::Json(DiscoverList {
+                total_tokens: skills.iter().map(|e| e.tokens).sum(),
+                tokenizer: registry_core::retrieval::Embedder::info(s.embedder.as_ref()).tag(),
+                skills,
+            }))
+        })
+        .await
+}
+
+/// A version as the API shows it (no archive bytes).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionView {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    pub state: LifecycleState,
+    pub allowed_transitions: Vec<String>,
+    pub author: String,
+    pub scope: String,
+    pub archive_sha256: String,
+    pub archive_size: u64,
+    #[schema(value_type = Object)]
+    pub frontmatter: serde_json::Value,
+    #[schema(value_type = Object)]
+    pub manifest: serde_json::Value,
+    /// The canonical file tree: path, executable, size, sha256.
+    #[schema(value_type = Vec<Object>)]
+    pub files: serde_json::Value,
+    pub discover: DiscoverView,
+    pub tests: Option<TestRun>,
+    pub reviews: Vec<ReviewRecord>,
+    pub deprecation: Option<Deprecation>,
+    pub yank_reason: Option<String>,
+}
+
+impl VersionView {
+    fn of(l: &Loaded) -> Self {
+        let b = &l.body;
+        VersionView {
+            id: l.rec.meta.id.clone(),
+            name: b.name.clone(),
+            version: b.version.clone(),
+            digest: b.digest.clone(),
+            state: b.state,
+            allowed_transitions: b.state.allowed().iter().map(|s| s.to_string()).collect(),
+            author: b.author.clone(),
+            scope: b.scope.clone(),
+            archive_sha256: b.archive_sha256.clone(),
+            archive_size: b.archive_size,
+            frontmatter: b.frontmatter.clone(),
+            manifest: serde_json::to_value(&b.manifest).unwrap_or_default(),
+            files: serde_json::to_value(&b.files).unwrap_or_default(),
+            discover: b.discover.clone(),
+            tests: b.tests.clone(),
+            reviews: b.reviews.clone(),
+            deprecation: b.deprecation.clone(),
+            yank_reason: b.yank_reason.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PublishParams {
+    /// Version for a plain Agent Skill that declares none (no `skill.toml`); must agree with a
+    /// declared version.
+    pub version: Option<String>,
+}
+
+fn body_bytes(b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+    b.map_err(|rej| {
+        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+        } else {
+            ApiError::new(ErrorCode::BadRequest, rej.body_text())
+        }
+    })
+}
+
+/// Publish: upload a `.skill` archive (`Content-Type: application/octet-stream`). Creates a
+/// draft (201), or answers 200 with the existing version when the same name, version and
+/// digest were published before; other content under an existing version is 409.
+#[utoipa::path(post, path = "/v1/skills", security(("bearer" = [])), params(PublishParams),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    responses((status = 201, body = VersionView), (status = 200, body = VersionView),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn publish(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Query(q): Query<PublishParams>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !ct.starts_with("application/octet-stream") {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "expected Content-Type: application/octet-stream (a .skill archive)",
+        ));
+    }
+    let bytes = body_bytes(body)?;
+    state
+        .blocking(move |s| {
+            let out = svc::publish(s, &p, &bytes, q.version.as_deref())?;
+            let status = if out.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok((status, axum::Json(VersionView::of(&out.version))).into_response())
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct SelectParams {
+    /// Tools the caller's harness offers, comma-separated.
+    pub tools: Option<String>,
+    /// Permissions the caller holds, comma-separated.
+    pub permissions: Option<String>,
+    /// Environment variables the caller can provide, comma-separated.
+    pub environment: Option<String>,
+    /// Show this version instead of the current release.
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionSummary {
+    pub version: String,
+    pub digest: String,
+    pub state: LifecycleState,
+    pub yanked: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SelectView {
+    pub name: String,
+    /// The current release, if any version is released.
+    pub current: Option<String>,
+    /// Every version, oldest first (drafts and yanked included, with their state).
+    pub versions: Vec<VersionSummary>,
+    /// The version shown: `?version=`, else the current release, else the newest.
+    pub selected: VersionView,
+    /// Whether the caller's declared tools, permissions and environment cover the skill's.
+    pub executable: bool,
+    pub reasons: Vec<String>,
+}
+
+fn split_list(s: Option<&str>) -> Vec<String> {
+    s.map(|s| {
+        s.split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Select: the full manifest and the versions, checked against the caller's declared tools,
+/// permissions and environment.
+#[utoipa::path(get, path = "/v1/skills/{name}", security(("bearer" = [])),
+    params(("name" = String, Path), SelectParams),
+    responses((status = 200, body = SelectView), (status = 404, body = ErrorBody)))]
+pub async fn select(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+    Query(q): Query<SelectParams>,
+) -> ApiResult<axum::Json<SelectView>> {
+    state
+        .blocking(move |s| {
+            let versions = svc::visible_versions(s, &p, &name)?;
+            let current = svc::current_release(s, &versions)?;
+            let selected = match (&q.version, &current) {
+                (Some(v), _) => versions.iter().find(|l| l.body.version == *v),
+                (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
+                (None, None) => versions.last(),
+            }
+            .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
+            let (executable, reasons) = svc::executable_check(
+                selected,
+                &split_list(q.tools.as_deref()),
+                &split_list(q.permissions.as_deref()),
+                &split_list(q.environment.as_deref()),
+            );
+            Ok(axum::Json(SelectView {
+                name: name.clone(),
+                current: current.map(|c| c.version),
+                versions: versions
+                    .iter()
+                    .map(|l| VersionSummary {
+                        version: l.body.version.clone(),
+                        digest: l.body.digest.clone(),
+                        state: l.body.state,
+                        yanked: l.body.state == LifecycleState::Yanked,
+                    })
+                    .collect(),
+                selected: VersionView::of(selected),
+                executable,
+                reasons,
+            }))
+        })
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct VersionPath {
+    pub name: String,
+    pub version: String,
+}
+
+#[utoipa::path(get, path = "/v1/skills/{name}/versions/{version}", security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, body = VersionView), (status = 404, body = ErrorBody)))]
+pub async fn get_version(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+) -> ApiResult<axum::Json<VersionView>> {
+    state
+        .blocking(move |s| {
+            Ok(axum::Json(VersionView::of(&svc::find_version(
+                s, &p, &v.name, &v.version,
+            )?)))
+        })
+        .await
+}
+
+async fn run_step<F>(state: AppState, p: Principal, f: F) -> ApiResult<axum::Json<VersionView>>
+where
+    F: FnOnce(&AppState, &Principal) -> ApiResult<Loaded> + Send + 'static,
+{
+    state
+        .blocking(move |s| Ok(axum::Json(VersionView::of(&f(s, &p)?))))
+        .await
+}
+
+/// Test: records the results of the declared tests, run against `digest` (which must be the
+/// version's own, else 409). All passed: the version moves to `tested`.
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/test-results",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    request_body = TestResultsRequest,
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn record_tests(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    ApiJson(req): ApiJson<TestResultsRequest>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| {
+        svc::record_tests(s, p, &v.name, &v.version, req)
+    })
+    .await
+}
+
+/// Review: approve or reject, by a reviewer who is not the author (self-review: 403).
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/review",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    request_body = ReviewRequest,
+    responses((status = 200, body = VersionView), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn review(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    ApiJson(req): ApiJson<ReviewRequest>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| {
+        svc::review(s, p, &v.name, &v.version, req)
+    })
+    .await
+}
+
+/// Publish a draft: only when its tests passed on its digest and it was approved; else 409
+/// `INVALID_TRANSITION` with the state and the allowed transitions.
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/promote",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
+pub async fn promote(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| {
+        svc::promote(s, p, &v.name, &v.version)
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/deprecate",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    request_body = DeprecateRequest,
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
+pub async fn deprecate(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    ApiJson(req): ApiJson<DeprecateRequest>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| {
+        svc::deprecate(s, p, &v.name, &v.version, req)
+    })
+    .await
+}
+
+/// Yank: excluded from new resolution, still installable from a lockfile.
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/yank",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    request_body = YankRequest,
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
+pub async fn yank(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<VersionView>> {
+    let body = body_bytes(body)?;
+    let req: YankRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        YankRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::validation(e.to_string()))?
+    };
+    run_step(state, p, move |s, p| {
+        svc::yank(s, p, &v.name, &v.version, req)
+    })
+    .await
+}
+
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/unyank",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
+pub async fn unyank(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| svc::unyank(s, p, &v.name, &v.version)).await
+}
+
+/// Rollback: point the current release of `name` back to an earlier released version.
+#[utoipa::path(post, path = "/v1/skills/{name}/rollback", security(("bearer" = [])),
+    params(("name" = String, Path)), request_body = RollbackRequest,
+    responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
+pub async fn rollback(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(name): Path<String>,
+    ApiJson(req): ApiJson<RollbackRequest>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| svc::rollback(s, p, &name, req)).await
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstructionsView {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    /// The Markdown body of `SKILL.md`.
+    pub instructions: String,
+    pub tokens: usize,
+}
+
+fn instructions_of(s: &AppState, l: &Loaded) -> ApiResult<axum::Json<InstructionsView>> {
+    let text = svc::instructions(s, l)?;
+    let tokens = registry_core::retrieval::Embedder::count_tokens(s.embedder.as_ref(), &text)?;
+    Ok(axum::Json(InstructionsView {
+        name: l.body.name.clone(),
+        version: l.body.version.clone(),
+        digest: l.body.digest.clone(),
+        instructions: text,
+        tokens,
+    }))
+}
+
+fn with_headers(l: &Loaded, mut resp: Response) -> Response {
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&l.body.digest) {
+        h.insert("x-skill-digest", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&l.body.version) {
+        h.insert("x-skill-version", v);
+    }
+    h.insert(
+        "x-skill-state",
+        HeaderValue::from_static(l.body.state.as_str()),
+    );
+    resp
+}
+
+fn file_of(s: &AppState, l: &Loaded, path: &str) -> ApiResult<Response> {
+    let f = svc::file(s, l, path)?;
+    let mut resp = (
+        [(header::CONTENT_TYPE, "application/octet-stream")],
+        f.contents,
+    )
+        .into_response();
+    if f.executable {
+        resp.headers_mut()
+            .insert("x-skill-executable", HeaderValue::from_static("true"));
+    }
+    Ok(with_headers(l, resp))
+}
+
+fn archive_of(s: &AppState, l: &Loaded) -> ApiResult<Response> {
+    let bytes = svc::archive_bytes(s, l)?;
+    let resp = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
+    Ok(with_headers(l, resp))
+}
+
+/// Load: the instructions (`SKILL.md` body) of a version.
+#[utoipa::path(get, path = "/v1/skills/{name}/versions/{version}/instructions",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, body = InstructionsView), (status = 404, body = ErrorBody)))]
+pub async fn instructions(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+) -> ApiResult<axum::Json<InstructionsView>> {
+    state
+        .blocking(move |s| instructions_of(s, &svc::find_version(s, &p, &v.name, &v.version)?))
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FilePath {
+    pub name: String,
+    pub version: String,
+    pub path: String,
+}
+
+/// Load: one file of a version, on demand (raw bytes).
+#[utoipa::path(get, path = "/v1/skills/{name}/versions/{version}/files/{path}",
+    security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path), ("path" = String, Path)),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, body = ErrorBody)))]
+pub async fn file(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<FilePath>,
+) -> ApiResult<Response> {
+    state
+        .blocking(move |s| file_of(s, &svc::find_version(s, &p, &v.name, &v.version)?, &v.path))
+        .await
+}
+
+/// The `.skill` archive of a version, for install. Yanked versions still answer
+/// (`x-skill-state: yanked`).
+#[utoipa::path(get, path = "/v1/skills/{name}/versions/{version}/archive",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, body = ErrorBody)))]
+pub async fn archive(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+) -> ApiResult<Response> {
+    state
+        .blocking(move |s| archive_of(s, &svc::find_version(s, &p, &v.name, &v.version)?))
+        .await
+}
+
+#[derive(Debug, Deserialize)]
+pub struct DigestFilePath {
+    pub digest: String,
+    pub path: String,
+}
+
+/// A version by its tree digest (`sha256:<hex>`).
+#[utoipa::path(get, path = "/v1/skills/by-digest/{digest}", security(("bearer" = [])),
+    params(("digest" = String, Path)),
+    responses((status = 200, body = VersionView), (status = 404, body = ErrorBody)))]
+pub async fn by_digest(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(digest): Path<String>,
+) -> ApiResult<axum::Json<VersionView>> {
+    state
+        .blocking(move |s| {
+            Ok(axum::Json(VersionView::of(&svc::find_by_digest(
+                s, &p, &digest,
+            )?)))
+        })
+        .await
+}
+
+#[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/instructions",
+    security(("bearer" = [])), params(("digest" = String, Path)),
+    responses((status = 200, body = InstructionsView), (status = 404, body = ErrorBody)))]
+pub async fn by_digest_instructions(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(digest): Path<String>,
+) -> ApiResult<axum::Json<InstructionsView>> {
+    state
+        .blocking(move |s| instructions_of(s, &svc::find_by_digest(s, &p, &digest)?))
+        .await
+}
+
+#[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/files/{path}",
+    security(("bearer" = [])), params(("digest" = String, Path), ("path" = String, Path)),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, body = ErrorBody)))]
+pub async fn by_digest_file(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<DigestFilePath>,
+) -> ApiResult<Response> {
+    state
+        .blocking(move |s| file_of(s, &svc::find_by_digest(s, &p, &v.digest)?, &v.path))
+        .await
+}
+
+#[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/archive",
+    security(("bearer" = [])), params(("digest" = String, Path)),
+    responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 404, body = ErrorBody)))]
+pub async fn by_digest_archive(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(digest): Path<String>,
+) -> ApiResult<Response> {
+    state
+        .blocking(move |s| archive_of(s, &svc::find_by_digest(s, &p, &digest)?))
+        .await
 }

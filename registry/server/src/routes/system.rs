@@ -17,7 +17,15 @@ use crate::state::AppState;
 #[derive(OpenApi)]
 #[openapi(
     paths(healthz, whoami, get_asset, list_assets, list_audit, verify_audit),
-    components(schemas(Health, WhoAmI, AssetView, AssetList, AuditList, AuditVerify, ErrorBody))
+    components(schemas(
+        Health,
+        WhoAmI,
+        AssetView,
+        AssetList,
+        AuditList,
+        AuditVerify,
+        ErrorBody
+    ))
 )]
 pub struct SystemApi;
 
@@ -91,11 +99,7 @@ impl AssetView {
 
 /// Reads an asset the principal may see. Another tenant's asset answers exactly like an id
 /// that does not exist, so existence never leaks.
-pub fn visible_record(
-    store: &dyn AssetStore,
-    p: &Principal,
-    id: &str,
-) -> ApiResult<AssetRecord> {
+pub fn visible_record(store: &dyn AssetStore, p: &Principal, id: &str) -> ApiResult<AssetRecord> {
     let rec = store.get(id)?;
     match rec {
         Some(r) if can_see_meta(p, &r.meta) => Ok(r),
@@ -116,7 +120,13 @@ pub async fn get_asset(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<AssetView>> {
     state
-        .blocking(move |s| Ok(axum::Json(AssetView::of(&visible_record(s.store.as_ref(), &p, &id)?))))
+        .blocking(move |s| {
+            Ok(axum::Json(AssetView::of(&visible_record(
+                s.store.as_ref(),
+                &p,
+                &id,
+            )?)))
+        })
         .await
 }
 

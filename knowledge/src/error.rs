@@ -1,0 +1,72 @@
+//! The knowledge crate's error, with the stable code each variant answers with.
+
+use registry_core::{CoreError, ErrorCode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{message}")]
+    Validation {
+        field: &'static str,
+        message: String,
+    },
+    #[error("document is {size} bytes, more than the limit of {limit}")]
+    TooLarge { size: usize, limit: usize },
+    #[error("content is not valid UTF-8 (first bad byte at offset {offset})")]
+    InvalidUtf8 { offset: usize },
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    #[error("not found: {0}")]
+    NotFound(String),
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn validation(field: &'static str, message: impl Into<String>) -> Self {
+        Error::Validation {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Validation { .. } | Error::InvalidUtf8 { .. } => ErrorCode::ValidationFailed,
+            Error::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::Conflict(_) => ErrorCode::Conflict,
+            Error::Core(e) => e.code(),
+        }
+    }
+
+    pub fn details(&self) -> serde_json::Value {
+        match self {
+            Error::Validation { field, .. } => serde_json::json!({ "field": field }),
+            Error::TooLarge { size, limit } => {
+                serde_json::json!({ "field": "content", "size": size, "limit": limit })
+            }
+            Error::InvalidUtf8 { offset } => {
+                serde_json::json!({ "field": "content", "offset": offset })
+            }
+            Error::Core(e) => e.details(),
+            _ => serde_json::Value::Null,
+        }
+    }
+}
+
+impl From<Error> for CoreError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Core(c) => c,
+            Error::NotFound(m) => CoreError::NotFound(m),
+            Error::Forbidden(m) => CoreError::Forbidden(m),
+            Error::Conflict(m) => CoreError::Conflict(m),
+            other => CoreError::validation_with(other.to_string(), other.details()),
+        }
+    }
+}

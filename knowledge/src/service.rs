@@ -1,0 +1,1040 @@
+//! `KnowledgeService`: ingest, search, get and list over any [`AssetStore`] and
+//! [`HybridSearcher`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
+use registry_core::audit::AuditDraft;
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
+use registry_core::hash::sha256_hex;
+use registry_core::principal::Principal;
+use registry_core::retrieval::{IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
+use registry_core::store::{AssetQuery, AssetStore, WriteOp};
+use registry_core::{Acl, Scope};
+use registry_engine::{EMBED_BATCH, Fusion, HybridHit, HybridSearcher, Leg, LegHit, Legs};
+use serde::{Deserialize, Serialize};
+
+use crate::chunk::{Chunk, ChunkKind, Format, chunk_document};
+use crate::error::{Error, Result};
+use crate::instruction::InstructionFlag;
+use crate::model::{Authority, Freshness, freshness};
+
+/// Default bar for `min_score`, compared with a hit's **relevance**: the larger of its cosine
+/// similarity (vector leg) and its squashed BM25 score `bm25 / (bm25 + 10)` (text leg), both on
+/// 0..1. The fused score cannot be the bar: RRF is rank-based and convex fusion is min-max
+/// normalised per query, so the best hit of an unrelated query scores as high as the best hit
+/// of a related one. For all-MiniLM-L6-v2, unrelated passages sit below ~0.25 cosine and
+/// paraphrases above ~0.5; 0.35 keeps topical matches and refuses noise.
+pub const DEFAULT_MIN_SCORE: f32 = 0.35;
+/// BM25 score that maps to relevance 0.5.
+const BM25_HALF: f32 = 10.0;
+/// Largest `k` a search may ask for.
+pub const MAX_K: usize = 200;
+const MAX_QUERY_CHARS: usize = 4096;
+
+#[derive(Debug, Clone)]
+pub struct KnowledgeConfig {
+    /// Largest document accepted, in bytes of UTF-8.
+    pub max_document_bytes: usize,
+    /// Most chunks one document may make.
+    pub max_chunks: usize,
+    /// A document older than this (since `effective_at`) is stale.
+    pub stale_after: Duration,
+}
+
+impl Default for KnowledgeConfig {
+    fn default() -> Self {
+        KnowledgeConfig {
+            max_document_bytes: 2 * 1024 * 1024,
+            max_chunks: 5000,
+            stale_after: Duration::days(365),
+        }
+    }
+}
+
+/// A document to ingest. Everything but `source_id`, `format` and `content` has a default:
+/// version = `sha256:` + 12 hex of the content, owner = the caller, authority = `reference`,
+/// scope = the caller's tenant, ACL = `["public"]`, `effective_at` = now.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestRequest {
+    pub source_id: Option<String>,
+    pub version: Option<String>,
+    pub format: Option<String>,
+    pub content: Option<String>,
+    pub effective_at: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub owner: Option<String>,
+    pub authority: Option<String>,
+    pub scope: Option<Scope>,
+    pub acl: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IngestStatus {
+    /// The first version of this source.
+    Created,
+    /// A new version; the previous one's chunks were superseded and left the indexes.
+    NewVersion,
+    /// Same content and metadata as the current version: nothing was written.
+    Unchanged,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IngestOutcome {
+    pub status: IngestStatus,
+    pub document_id: String,
+    /// The asset version (1, 2, …).
+    pub version: u32,
+    pub source_id: String,
+    pub source_version: String,
+    pub content_hash: String,
+    pub chunks: usize,
+    pub superseded_chunks: usize,
+    /// Chunks whose text tries to instruct the model.
+    pub flagged_chunks: usize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchLegs {
+    #[default]
+    Both,
+    TextOnly,
+    VectorOnly,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FusionKind {
+    #[default]
+    Rrf,
+    Convex,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    /// Evidence records returned (default 10, at most 200).
+    pub k: Option<usize>,
+    /// The time freshness is judged at (default now).
+    pub as_of: Option<DateTime<Utc>>,
+    /// Bar on relevance (default [`DEFAULT_MIN_SCORE`]).
+    pub min_score: Option<f32>,
+    /// Return stale documents, marked (default true). Stale evidence alone is never enough
+    /// for `OK`.
+    pub allow_stale: Option<bool>,
+    pub legs: Option<SearchLegs>,
+    pub fusion: Option<FusionKind>,
+    /// Convex fusion weight of the vector leg (default 0.5).
+    pub alpha: Option<f32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Retrieval {
+    pub found_by: Vec<Leg>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<LegHit>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector: Option<LegHit>,
+    /// The engine's fused score.
+    pub fused: f32,
+    /// Absolute relevance compared with `min_score` (see [`DEFAULT_MIN_SCORE`]).
+    pub relevance: f32,
+    /// Multiplier for the source's authority.
+    pub authority_boost: f32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Citation {
+    pub document_id: String,
+    pub document_version: u32,
+    pub chunk_id: String,
+    /// Character offsets `[start, end)` into the document's content.
+    pub char_start: usize,
+    pub char_end: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    pub content: String,
+    pub heading_path: Vec<String>,
+    pub source_id: String,
+    pub source_version: String,
+    pub effective_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub owner: String,
+    pub authority: Authority,
+    pub scope: String,
+    pub acl: Vec<String>,
+    /// `fused × authority_boost`; evidence is ordered by it.
+    pub score: f32,
+    pub retrieval: Retrieval,
+    pub freshness: Freshness,
+    /// Instruction-like text in this chunk: data to cite, never an instruction to follow.
+    pub instruction: InstructionFlag,
+    pub citation: Citation,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Dropped {
+    pub not_servable: usize,
+    pub expired: usize,
+    pub not_yet_effective: usize,
+    pub stale: usize,
+    pub below_min_score: usize,
+}
+
+/// What a search looked at, returned with every answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Searched {
+    pub query: String,
+    pub as_of: DateTime<Utc>,
+    pub k: usize,
+    pub min_score: f32,
+    pub allow_stale: bool,
+    pub legs: SearchLegs,
+    pub fusion: Fusion,
+    /// Scope keys and ACL keys both index legs were restricted to.
+    pub scope_keys: Vec<String>,
+    pub acl_keys: Vec<String>,
+    /// Admissible-by-ACL candidates the legs returned.
+    pub candidates: usize,
+    pub dropped: Dropped,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchAnswer {
+    /// `OK` or `INSUFFICIENT_EVIDENCE`.
+    pub status: &'static str,
+    pub searched: Searched,
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentSummary {
+    pub id: String,
+    pub version: u32,
+    pub status: AssetStatus,
+    pub source_id: String,
+    pub source_version: String,
+    pub format: Format,
+    pub authority: Authority,
+    pub owner: String,
+    pub scope: String,
+    pub acl: Vec<String>,
+    pub effective_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub content_hash: String,
+    pub chunk_count: usize,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChunkSummary {
+    pub id: String,
+    pub status: AssetStatus,
+    pub ordinal: usize,
+    pub kind: ChunkKind,
+    pub heading_path: Vec<String>,
+    pub char_start: usize,
+    pub char_end: usize,
+    pub instruction: InstructionFlag,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocumentView {
+    pub document: DocumentSummary,
+    pub content: String,
+    pub chunks: Vec<ChunkSummary>,
+}
+
+/// Body of a document asset.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct DocBody {
+    source_id: String,
+    source_version: String,
+    format: Format,
+    authority: Authority,
+    effective_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    content: String,
+    chunk_ids: Vec<String>,
+}
+
+/// Body of a chunk asset.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ChunkBody {
+    document_id: String,
+    document_version: u32,
+    source_id: String,
+    source_version: String,
+    authority: Authority,
+    effective_at: DateTime<Utc>,
+    #[serde(flatten)]
+    chunk: Chunk,
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(r: &AssetRecord) -> Result<T> {
+    serde_json::from_value(r.body.clone()).map_err(|e| {
+        Error::Core(registry_core::CoreError::backend(
+            "knowledge",
+            format!("asset {} has a malformed body: {e}", r.meta.id),
+        ))
+    })
+}
+
+pub struct KnowledgeService {
+    store: Arc<dyn AssetStore>,
+    search: HybridSearcher,
+    config: KnowledgeConfig,
+}
+
+impl std::fmt::Debug for KnowledgeService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnowledgeService")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A validated ingest, chunked and embedded, ready to commit.
+struct Prepared {
+    source_id: String,
+    source_version: String,
+    format: Format,
+    content: String,
+    content_hash: String,
+    effective_at: DateTime<Utc>,
+    /// False when `effective_at` defaulted to now (it then does not count as a change).
+    effective_given: bool,
+    expires_at: Option<DateTime<Utc>>,
+    owner: String,
+    authority: Authority,
+    scope: Scope,
+    acl: Acl,
+}
+
+impl KnowledgeService {
+    pub fn new(
+        store: Arc<dyn AssetStore>,
+        search: HybridSearcher,
+        config: KnowledgeConfig,
+    ) -> Self {
+        KnowledgeService {
+            store,
+            search,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &KnowledgeConfig {
+        &self.config
+    }
+
+    fn validate(&self, p: &Principal, req: IngestRequest) -> Result<Prepared> {
+        let source_id = req
+            .source_id
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| Error::validation("source_id", "source_id is required"))?;
+        if source_id.chars().count() > 512 || source_id.chars().any(char::is_control) {
+            return Err(Error::validation(
+                "source_id",
+                "source_id must be at most 512 characters, without control characters",
+            ));
+        }
+        let format_s = req.format.ok_or_else(|| {
+            Error::validation("format", "format is required (md, txt, json, jsonl)")
+        })?;
+        let format = Format::parse(&format_s).ok_or_else(|| {
+            Error::validation(
+                "format",
+                format!("unknown format {format_s:?} (md, txt, json, jsonl)"),
+            )
+        })?;
+        let content = req
+            .content
+            .ok_or_else(|| Error::validation("content", "content is required"))?;
+        if content.len() > self.config.max_document_bytes {
+            return Err(Error::TooLarge {
+                size: content.len(),
+                limit: self.config.max_document_bytes,
+            });
+        }
+        if content.trim().is_empty() {
+            return Err(Error::validation("content", "content is empty"));
+        }
+        let content_hash = sha256_hex(&content);
+        let source_version = match req.version.map(|v| v.trim().to_string()) {
+            Some(v) if v.is_empty() || v.chars().count() > 128 => {
+                return Err(Error::validation(
+                    "version",
+                    "version must be 1-128 characters",
+                ));
+            }
+            Some(v) => v,
+            None => format!("sha256:{}", &content_hash[..12]),
+        };
+        let authority = match req.authority.as_deref() {
+            None => Authority::default(),
+            Some(a) => Authority::parse(a).ok_or_else(|| {
+                Error::validation(
+                    "authority",
+                    format!(
+                        "unknown authority {a:?} (policy, system_of_record, reference, informal)"
+                    ),
+                )
+            })?,
+        };
+        let acl = match req.acl {
+            None => Acl::public(),
+            Some(entries) => {
+                Acl::try_from(entries).map_err(|e| Error::validation("acl", e.to_string()))?
+            }
+        };
+        let scope = req.scope.unwrap_or_else(|| Scope::tenant(p.tenant.clone()));
+        scope.validate()?;
+        if !p.can_write_into(&scope) {
+            return Err(Error::Forbidden(format!("cannot write into scope {scope}")));
+        }
+        let owner = req.owner.unwrap_or_else(|| p.user.clone());
+        if owner.trim().is_empty() {
+            return Err(Error::validation("owner", "owner is empty"));
+        }
+        let effective_at = req.effective_at.unwrap_or_else(Utc::now);
+        if req.expires_at.is_some_and(|e| e <= effective_at) {
+            return Err(Error::validation(
+                "expires_at",
+                "expires_at must be after effective_at",
+            ));
+        }
+        Ok(Prepared {
+            source_id,
+            source_version,
+            format,
+            content,
+            content_hash,
+            effective_at,
+            effective_given: req.effective_at.is_some(),
+            expires_at: req.expires_at,
+            owner,
+            authority,
+            scope,
+            acl,
+        })
+    }
+
+    /// Chunks `text` for this service's embedder.
+    pub fn chunk(&self, text: &str, format: Format) -> Result<Vec<Chunk>> {
+        let embedder = &self.search.embedder;
+        let count = |t: &str| -> Result<usize> { Ok(embedder.count_tokens(t)?) };
+        chunk_document(text, format, embedder.info().max_tokens, &count)
+    }
+
+    fn embed_all(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(EMBED_BATCH) {
+            let v = self.search.embedder.embed(batch)?;
+            if v.len() != batch.len() {
+                return Err(Error::Core(registry_core::CoreError::backend(
+                    "embed",
+                    "embedder returned the wrong number of vectors",
+                )));
+            }
+            out.extend(v);
+        }
+        Ok(out)
+    }
+
+    fn current(&self, tenant: &str, source_id: &str) -> Result<Option<AssetRecord>> {
+        let mut found = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Document),
+            tenant: Some(tenant.to_string()),
+            lookup_key: Some(source_id.to_string()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        found.sort_by_key(|r| std::cmp::Reverse(r.meta.updated_at));
+        Ok(found.into_iter().next())
+    }
+
+    /// Ingests one document: validates, chunks and embeds, then commits the document version,
+    /// its chunks, their derivation edges, the superseding of the previous version and the audit
+    /// events in one atomic commit, then writes both indexes. Nothing is written when any step
+    /// before the commit fails.
+    pub fn ingest(&self, p: &Principal, req: IngestRequest) -> Result<IngestOutcome> {
+        let prep = self.validate(p, req)?;
+        let head = self.current(&p.tenant, &prep.source_id)?;
+        let head_body: Option<DocBody> = head.as_ref().map(parse_body).transpose()?;
+        if let (Some(h), Some(b)) = (&head, &head_body) {
+            let admitted = p.can_see(&h.meta.scope, &h.meta.acl)
+                || (p.has_role(registry_core::Role::Admin)
+                    && p.tenant == h.meta.scope.tenant.clone().unwrap_or_default());
+            if !admitted || !p.can_write_into(&h.meta.scope) {
+                return Err(Error::Forbidden(format!(
+                    "source {} belongs to a scope this key cannot write",
+                    prep.source_id
+                )));
+            }
+            let same_meta = b.format == prep.format
+                && b.authority == prep.authority
+                && (!prep.effective_given || b.effective_at == prep.effective_at)
+                && b.expires_at == prep.expires_at
+                && h.meta.owner == prep.owner
+                && h.meta.scope == prep.scope
+                && h.meta.acl == prep.acl;
+            let same_content = h.meta.content_hash == prep.content_hash;
+            if b.source_version == prep.source_version && h.meta.status.is_servable() {
+                if same_content && same_meta {
+                    return Ok(IngestOutcome {
+                        status: IngestStatus::Unchanged,
+                        document_id: h.meta.id.clone(),
+                        version: h.meta.version,
+                        source_id: prep.source_id,
+                        source_version: b.source_version.clone(),
+                        content_hash: prep.content_hash,
+                        chunks: b.chunk_ids.len(),
+                        superseded_chunks: 0,
+                        flagged_chunks: 0,
+                    });
+                }
+                return Err(Error::Conflict(format!(
+                    "version {} of {} exists with different content or metadata; versions are \
+                     immutable, ingest it under a new version",
+                    prep.source_version, prep.source_id
+                )));
+            }
+        }
+
+        let chunks = self.chunk(&prep.content, prep.format)?;
+        if chunks.is_empty() {
+            return Err(Error::validation(
+                "content",
+                "the document has no indexable text",
+            ));
+        }
+        if chunks.len() > self.config.max_chunks {
+            return Err(Error::TooLarge {
+                size: prep.content.len(),
+                limit: self.config.max_document_bytes,
+            });
+        }
+        let texts: Vec<&str> = chunks.iter().map(|c| c.index_text.as_str()).collect();
+        let vectors = self.embed_all(&texts)?;
+
+        let now = Utc::now();
+        let (doc_id, version, created_at) = match &head {
+            Some(h) => (h.meta.id.clone(), h.meta.version + 1, h.meta.created_at),
+            None => (registry_core::asset::new_asset_id(), 1, now),
+        };
+        let base_meta = |kind: AssetKind, id: String, version: u32, hash: String| AssetMeta {
+            id,
+            kind,
+            scope: prep.scope.clone(),
+            owner: prep.owner.clone(),
+            source: SourceKind::Document,
+            trust: prep.authority.trust(),
+            sensitivity: registry_core::Sensitivity::Internal,
+            acl: prep.acl.clone(),
+            version,
+            created_at: if kind == AssetKind::Document {
+                created_at
+            } else {
+                now
+            },
+            updated_at: now,
+            valid_from: Some(prep.effective_at),
+            valid_to: prep.expires_at,
+            expires_at: prep.expires_at,
+            content_hash: hash,
+            status: AssetStatus::Active,
+            parents: vec![],
+        };
+        let tenant = p.tenant.clone();
+        let mut ops = Vec::new();
+        let mut chunk_records = Vec::with_capacity(chunks.len());
+        for c in &chunks {
+            let mut meta = base_meta(
+                AssetKind::Chunk,
+                registry_core::asset::new_asset_id(),
+                1,
+                sha256_hex(&c.content),
+            );
+            meta.parents = vec![doc_id.clone()];
+            let body = ChunkBody {
+                document_id: doc_id.clone(),
+                document_version: version,
+                source_id: prep.source_id.clone(),
+                source_version: prep.source_version.clone(),
+                authority: prep.authority,
+                effective_at: prep.effective_at,
+                chunk: c.clone(),
+            };
+            chunk_records.push(AssetRecord {
+                meta,
+                lookup_key: Some(prep.source_id.clone()),
+                body: serde_json::to_value(&body)
+                    .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
+            });
+        }
+        let chunk_ids: Vec<String> = chunk_records.iter().map(|r| r.meta.id.clone()).collect();
+        let doc_body = DocBody {
+            source_id: prep.source_id.clone(),
+            source_version: prep.source_version.clone(),
+            format: prep.format,
+            authority: prep.authority,
+            effective_at: prep.effective_at,
+            expires_at: prep.expires_at,
+            content: prep.content.clone(),
+            chunk_ids: chunk_ids.clone(),
+        };
+        let doc = AssetRecord {
+            meta: base_meta(
+                AssetKind::Document,
+                doc_id.clone(),
+                version,
+                prep.content_hash.clone(),
+            ),
+            lookup_key: Some(prep.source_id.clone()),
+            body: serde_json::to_value(&doc_body)
+                .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
+        };
+
+        // The previous version and its chunks leave service in the same commit.
+        let mut superseded: Vec<String> = vec![];
+        if let (Some(h), Some(b)) = (&head, &head_body) {
+            if h.meta.status.is_servable() {
+                ops.push(WriteOp::SetStatus {
+                    id: h.meta.id.clone(),
+                    version: Some(h.meta.version),
+                    status: AssetStatus::Superseded,
+                    expect: Some(h.meta.status),
+                });
+                ops.push(WriteOp::Audit(
+                    AuditDraft::new(&p.user, "knowledge.document.supersede")
+                        .tenant(&tenant)
+                        .asset(&h.meta.id)
+                        .hashes(
+                            Some(h.meta.content_hash.clone()),
+                            Some(prep.content_hash.clone()),
+                        )
+                        .reason(format!(
+                            "version {} replaced by {}",
+                            h.meta.version, version
+                        )),
+                ));
+            }
+            let old = self.store.find(&AssetQuery {
+                kind: Some(AssetKind::Chunk),
+                ids: Some(b.chunk_ids.clone()),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            for c in old.into_iter().filter(|c| c.meta.status.is_servable()) {
+                ops.push(WriteOp::SetStatus {
+                    id: c.meta.id.clone(),
+                    version: None,
+                    status: AssetStatus::Superseded,
+                    expect: Some(c.meta.status),
+                });
+                ops.push(WriteOp::Audit(
+                    AuditDraft::new(&p.user, "knowledge.chunk.supersede")
+                        .tenant(&tenant)
+                        .asset(&c.meta.id)
+                        .hashes(Some(c.meta.content_hash.clone()), None),
+                ));
+                superseded.push(c.meta.id);
+            }
+        }
+        ops.push(WriteOp::Audit(
+            AuditDraft::new(&p.user, "knowledge.document.ingest")
+                .tenant(&tenant)
+                .asset(&doc_id)
+                .hashes(
+                    head.as_ref().map(|h| h.meta.content_hash.clone()),
+                    Some(prep.content_hash.clone()),
+                )
+                .reason(format!(
+                    "{} {} ({} chunks)",
+                    prep.source_id,
+                    prep.source_version,
+                    chunks.len()
+                )),
+        ));
+        ops.push(WriteOp::PutVersion(Box::new(doc)));
+        for r in &chunk_records {
+            let id = r.meta.id.clone();
+            ops.push(WriteOp::Audit(
+                AuditDraft::new(&p.user, "knowledge.chunk.create")
+                    .tenant(&tenant)
+                    .asset(&id)
+                    .hashes(None, Some(r.meta.content_hash.clone())),
+            ));
+            ops.push(WriteOp::PutVersion(Box::new(r.clone())));
+            ops.push(WriteOp::AddEdge(DerivationEdge {
+                parent: doc_id.clone(),
+                child: id.clone(),
+                relation: Relation::ChunkOf,
+                child_store: ChildStore::Assets,
+            }));
+            // Index entries are keyed by the chunk's own id in both indexes.
+            for store in [ChildStore::TextIndex, ChildStore::VectorIndex] {
+                ops.push(WriteOp::AddEdge(DerivationEdge {
+                    parent: id.clone(),
+                    child: id.clone(),
+                    relation: Relation::IndexedAs,
+                    child_store: store,
+                }));
+            }
+        }
+        self.store.commit(ops)?;
+
+        if !superseded.is_empty() {
+            self.search.remove(&superseded)?;
+        }
+        self.write_indexes(&chunk_records, vectors)?;
+        Ok(IngestOutcome {
+            status: if head.is_some() {
+                IngestStatus::NewVersion
+            } else {
+                IngestStatus::Created
+            },
+            document_id: doc_id,
+            version,
+            source_id: prep.source_id,
+            source_version: prep.source_version,
+            content_hash: prep.content_hash,
+            chunks: chunk_records.len(),
+            superseded_chunks: superseded.len(),
+            flagged_chunks: chunks.iter().filter(|c| c.instruction.flagged).count(),
+        })
+    }
+
+    fn index_keys(meta: &AssetMeta, authority: Authority) -> IndexKeys {
+        IndexKeys {
+            asset_id: meta.id.clone(),
+            kind: AssetKind::Chunk,
+            scope_key: meta.scope.key(),
+            acl_keys: meta.acl.keys(),
+            tags: vec![format!("authority:{}", authority.as_str())],
+        }
+    }
+
+    fn write_indexes(&self, records: &[AssetRecord], vectors: Vec<Vec<f32>>) -> Result<()> {
+        let model = self.search.embedder.info().tag();
+        let mut docs = Vec::with_capacity(records.len());
+        let mut entries = Vec::with_capacity(records.len());
+        for (r, vector) in records.iter().zip(vectors) {
+            let body: ChunkBody = parse_body(r)?;
+            let keys = Self::index_keys(&r.meta, body.authority);
+            entries.push(VectorEntry {
+                keys: keys.clone(),
+                vector,
+                model: model.clone(),
+            });
+            docs.push(TextDoc {
+                keys,
+                text: body.chunk.index_text,
+            });
+        }
+        self.search.vectors.upsert(&entries)?;
+        self.search.text.upsert(&docs)?;
+        Ok(())
+    }
+
+    /// Re-embeds and re-indexes every servable chunk (after a crash between a commit and its
+    /// index writes, or a model change). Returns the number of chunks indexed.
+    pub fn reindex(&self) -> Result<usize> {
+        let chunks = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Chunk),
+            heads_only: true,
+            statuses: Some(vec![
+                AssetStatus::Active,
+                AssetStatus::Confirmed,
+                AssetStatus::Deprecated,
+            ]),
+            ..Default::default()
+        })?;
+        for batch in chunks.chunks(256) {
+            let bodies: Vec<ChunkBody> = batch.iter().map(parse_body).collect::<Result<_>>()?;
+            let texts: Vec<&str> = bodies.iter().map(|b| b.chunk.index_text.as_str()).collect();
+            let vectors = self.embed_all(&texts)?;
+            self.write_indexes(batch, vectors)?;
+        }
+        Ok(chunks.len())
+    }
+
+    /// Searches the chunks the principal may see and answers with evidence.
+    pub fn search(&self, p: &Principal, req: SearchRequest) -> Result<SearchAnswer> {
+        let query = req.query.trim().to_string();
+        if query.is_empty() {
+            return Err(Error::validation("query", "query is empty"));
+        }
+        if query.chars().count() > MAX_QUERY_CHARS {
+            return Err(Error::validation(
+                "query",
+                format!("query is over {MAX_QUERY_CHARS} characters"),
+            ));
+        }
+        let k = req.k.unwrap_or(10);
+        if !(1..=MAX_K).contains(&k) {
+            return Err(Error::validation(
+                "k",
+                format!("k must be within 1..={MAX_K}"),
+            ));
+        }
+        let min_score = req.min_score.unwrap_or(DEFAULT_MIN_SCORE);
+        if !min_score.is_finite() {
+            return Err(Error::validation("min_score", "min_score must be a number"));
+        }
+        let as_of = req.as_of.unwrap_or_else(Utc::now);
+        let allow_stale = req.allow_stale.unwrap_or(true);
+        let legs = req.legs.unwrap_or_default();
+        let fusion = match req.fusion.unwrap_or_default() {
+            FusionKind::Rrf => Fusion::default(),
+            FusionKind::Convex => Fusion::Convex {
+                alpha: req.alpha.unwrap_or(0.5),
+            },
+        };
+        let filter = VisibilityFilter::for_principal(p, &[AssetKind::Chunk]);
+        // Over-fetch: some candidates are dropped after the governance checks below.
+        let fetch = (k * 3).clamp(30, 1000);
+        let opts = registry_engine::SearchOptions {
+            k: fetch,
+            candidates_per_leg: fetch.max(100),
+            fusion,
+            legs: match legs {
+                SearchLegs::Both => Legs::Both,
+                SearchLegs::TextOnly => Legs::TextOnly,
+                SearchLegs::VectorOnly => Legs::VectorOnly,
+            },
+        };
+        let hits = self.search.search(&query, &filter, &opts)?;
+        let mut dropped = Dropped::default();
+        let mut docs: HashMap<(String, u32), Option<AssetRecord>> = HashMap::new();
+        let mut evidence = Vec::new();
+        for hit in &hits {
+            let Some(ev) = self.evidence_for(p, hit, as_of, &mut docs, &mut dropped)? else {
+                continue;
+            };
+            if ev.freshness == Freshness::Stale && !allow_stale {
+                dropped.stale += 1;
+                continue;
+            }
+            if ev.retrieval.relevance < min_score {
+                dropped.below_min_score += 1;
+                continue;
+            }
+            evidence.push(ev);
+        }
+        // Stable: equal scores keep the engine's order.
+        evidence.sort_by(|a, b| b.score.total_cmp(&a.score));
+        evidence.truncate(k);
+        let sufficient = evidence.iter().any(|e| e.freshness == Freshness::Fresh);
+        let searched = Searched {
+            query,
+            as_of,
+            k,
+            min_score,
+            allow_stale,
+            legs,
+            fusion,
+            scope_keys: filter.scope_keys.clone(),
+            acl_keys: filter.acl_keys.clone(),
+            candidates: hits.len(),
+            dropped,
+        };
+        Ok(if sufficient {
+            SearchAnswer {
+                status: "OK",
+                searched,
+                evidence,
+            }
+        } else {
+            SearchAnswer {
+                status: "INSUFFICIENT_EVIDENCE",
+                searched,
+                evidence: vec![],
+            }
+        })
+    }
+
+    fn evidence_for(
+        &self,
+        p: &Principal,
+        hit: &HybridHit,
+        as_of: DateTime<Utc>,
+        docs: &mut HashMap<(String, u32), Option<AssetRecord>>,
+        dropped: &mut Dropped,
+    ) -> Result<Option<Evidence>> {
+        let Some(rec) = self.store.get(&hit.asset_id)? else {
+            dropped.not_servable += 1;
+            return Ok(None);
+        };
+        // The indexes filtered already; this re-check keeps a stale index entry from leaking.
+        if rec.meta.kind != AssetKind::Chunk
+            || !p.can_see(&rec.meta.scope, &rec.meta.acl)
+            || !rec.meta.status.is_servable()
+        {
+            dropped.not_servable += 1;
+            return Ok(None);
+        }
+        let body: ChunkBody = parse_body(&rec)?;
+        let key = (body.document_id.clone(), body.document_version);
+        if !docs.contains_key(&key) {
+            let d = self.store.get_version(&key.0, key.1)?;
+            docs.insert(key.clone(), d);
+        }
+        let doc_ok = docs
+            .get(&key)
+            .and_then(|d| d.as_ref())
+            .is_some_and(|d| d.meta.status.is_servable() && p.can_see(&d.meta.scope, &d.meta.acl));
+        if !doc_ok {
+            dropped.not_servable += 1;
+            return Ok(None);
+        }
+        let fresh = freshness(
+            body.effective_at,
+            rec.meta.expires_at,
+            self.config.stale_after,
+            as_of,
+        );
+        match fresh {
+            Freshness::Expired => {
+                dropped.expired += 1;
+                return Ok(None);
+            }
+            Freshness::NotYetEffective => {
+                dropped.not_yet_effective += 1;
+                return Ok(None);
+            }
+            _ => {}
+        }
+        let text_rel = hit.text.map_or(0.0, |t| {
+            let s = t.score.max(0.0);
+            s / (s + BM25_HALF)
+        });
+        let vec_rel = hit.vector.map_or(0.0, |v| v.score.max(0.0));
+        let relevance = text_rel.max(vec_rel);
+        let boost = body.authority.boost();
+        let c = body.chunk;
+        Ok(Some(Evidence {
+            content: c.content,
+            heading_path: c.heading_path,
+            source_id: body.source_id,
+            source_version: body.source_version,
+            effective_at: body.effective_at,
+            expires_at: rec.meta.expires_at,
+            owner: rec.meta.owner.clone(),
+            authority: body.authority,
+            scope: rec.meta.scope.key(),
+            acl: rec.meta.acl.keys(),
+            score: hit.score * boost,
+            retrieval: Retrieval {
+                found_by: hit.found_by.clone(),
+                text: hit.text,
+                vector: hit.vector,
+                fused: hit.score,
+                relevance,
+                authority_boost: boost,
+            },
+            freshness: fresh,
+            instruction: c.instruction,
+            citation: Citation {
+                document_id: body.document_id,
+                document_version: body.document_version,
+                chunk_id: rec.meta.id.clone(),
+                char_start: c.char_start,
+                char_end: c.char_end,
+            },
+        }))
+    }
+
+    fn summary(r: &AssetRecord) -> Result<(DocumentSummary, DocBody)> {
+        let b: DocBody = parse_body(r)?;
+        Ok((
+            DocumentSummary {
+                id: r.meta.id.clone(),
+                version: r.meta.version,
+                status: r.meta.status,
+                source_id: b.source_id.clone(),
+                source_version: b.source_version.clone(),
+                format: b.format,
+                authority: b.authority,
+                owner: r.meta.owner.clone(),
+                scope: r.meta.scope.key(),
+                acl: r.meta.acl.keys(),
+                effective_at: b.effective_at,
+                expires_at: b.expires_at,
+                content_hash: r.meta.content_hash.clone(),
+                chunk_count: b.chunk_ids.len(),
+                created_at: r.meta.created_at,
+                updated_at: r.meta.updated_at,
+            },
+            b,
+        ))
+    }
+
+    /// The current version of a document the principal may see; anything else (missing,
+    /// another tenant's, not admitted by the ACL, not a document) answers the same `NotFound`.
+    pub fn get_document(&self, p: &Principal, id: &str) -> Result<DocumentView> {
+        let rec = self
+            .store
+            .get(id)?
+            .filter(|r| r.meta.kind == AssetKind::Document && p.can_see(&r.meta.scope, &r.meta.acl))
+            .ok_or_else(|| Error::NotFound(format!("no document {id}")))?;
+        let (document, body) = Self::summary(&rec)?;
+        let chunk_recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Chunk),
+            ids: Some(body.chunk_ids.clone()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let mut chunks = chunk_recs
+            .iter()
+            .map(|r| {
+                let b: ChunkBody = parse_body(r)?;
+                Ok(ChunkSummary {
+                    id: r.meta.id.clone(),
+                    status: r.meta.status,
+                    ordinal: b.chunk.ordinal,
+                    kind: b.chunk.kind,
+                    heading_path: b.chunk.heading_path,
+                    char_start: b.chunk.char_start,
+                    char_end: b.chunk.char_end,
+                    instruction: b.chunk.instruction,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        chunks.sort_by_key(|c| c.ordinal);
+        Ok(DocumentView {
+            document,
+            content: body.content,
+            chunks,
+        })
+    }
+
+    /// Current versions of the documents the principal may see, newest first.
+    pub fn list_documents(&self, p: &Principal, limit: usize) -> Result<Vec<DocumentSummary>> {
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Document),
+            scope_keys: Some(p.visible_scope_keys()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let mut out = recs
+            .iter()
+            .filter(|r| p.can_see(&r.meta.scope, &r.meta.acl))
+            .map(|r| Self::summary(r).map(|(s, _)| s))
+            .collect::<Result<Vec<_>>>()?;
+        out.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+        out.truncate(limit);
+        Ok(out)
+    }
+}

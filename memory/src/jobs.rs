@@ -1,0 +1,379 @@
+//! Consolidation and decay. Both are idempotent and safe to rerun after being killed midway:
+//! each step is one atomic commit whose status moves carry `expect`, ids of consolidated
+//! records are derived from their members (a rerun rebuilds the same id), and index writes
+//! after a commit are repeated by the next run.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use registry_core::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
+use registry_core::audit::AuditDraft;
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
+use registry_core::hash::sha256_hex;
+use registry_core::retrieval::VisibilityFilter;
+use registry_core::store::{AssetQuery, WriteOp};
+use registry_core::{CoreError, Trust};
+use serde::Serialize;
+
+use crate::Result;
+use crate::record::{Layer, MemoryBody, MemoryClass, MemoryStats, normalise};
+use crate::service::{MemoryService, SERVABLE};
+
+/// Raw entries at or above this cosine, in the same scope and class, are consolidated.
+pub const CONSOLIDATE_COSINE: f32 = 0.90;
+/// Episodic weight halves after this many days without use or verification.
+pub const EPISODIC_HALF_LIFE_DAYS: f32 = 30.0;
+/// Below this weight a memory goes to the review queue.
+pub const DECAY_FLOOR: f32 = 0.1;
+/// Harmful votes (more than helpful ones) that retire a procedure.
+pub const PROCEDURE_RETIRE_HARMFUL: u64 = 2;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ConsolidateReport {
+    pub scanned: u64,
+    pub groups: u64,
+    pub consolidated_records: u64,
+    pub raw_merged: u64,
+    pub reindexed: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DecayReport {
+    pub scanned: u64,
+    pub weights_changed: u64,
+    pub expired: u64,
+    pub to_review: u64,
+    pub retired: u64,
+    pub deindexed: u64,
+}
+
+const SYSTEM: &str = "system:jobs";
+
+fn draft(r: &AssetRecord, action: &str, reason: String) -> AuditDraft {
+    let mut d = AuditDraft::new(SYSTEM, action)
+        .asset(&r.meta.id)
+        .reason(reason);
+    d.tenant = r.meta.scope.tenant.clone();
+    d
+}
+
+/// A stable id for the consolidation of exactly these members.
+fn consolidated_id(members: &BTreeSet<AssetId>) -> AssetId {
+    let joined: Vec<&str> = members.iter().map(String::as_str).collect();
+    let h = sha256_hex(joined.join(","));
+    let bytes = hex::decode(&h[..32]).unwrap_or_else(|_| vec![0; 16]);
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&bytes[..16]);
+    uuid::Builder::from_custom_bytes(b).into_uuid().to_string()
+}
+
+fn be(e: impl std::fmt::Display) -> CoreError {
+    CoreError::backend("memory", e)
+}
+
+impl MemoryService {
+    fn servable_memories(&self) -> Result<Vec<AssetRecord>> {
+        Ok(self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            statuses: Some(SERVABLE.to_vec()),
+            heads_only: true,
+            ..Default::default()
+        })?)
+    }
+
+    /// Merges raw entries written since `since` (the start of the last successful run; `None`:
+    /// all) with their duplicates into consolidated records.
+    pub fn consolidate(&self, since: Option<DateTime<Utc>>) -> Result<ConsolidateReport> {
+        let mut report = ConsolidateReport::default();
+        let all = self.servable_memories()?;
+        // Consolidated records of a run that died before indexing them are indexed again.
+        let recent_consolidated: Vec<AssetRecord> = all
+            .iter()
+            .filter(|r| since.is_none_or(|s| r.meta.created_at >= s))
+            .filter(|r| MemoryBody::from_record(r).is_some_and(|b| b.layer == Layer::Consolidated))
+            .cloned()
+            .collect();
+        report.reindexed = self.reindex(&recent_consolidated)? as u64;
+        let bodies: HashMap<AssetId, MemoryBody> = all
+            .iter()
+            .filter_map(|r| MemoryBody::from_record(r).map(|b| (r.meta.id.clone(), b)))
+            .collect();
+        let by_id: HashMap<&str, &AssetRecord> =
+            all.iter().map(|r| (r.meta.id.as_str(), r)).collect();
+        let mut done: BTreeSet<AssetId> = BTreeSet::new();
+        for rec in &all {
+            let Some(body) = bodies.get(&rec.meta.id) else {
+                continue;
+            };
+            if body.layer != Layer::Raw
+                || body.class == MemoryClass::Working
+                || done.contains(&rec.meta.id)
+                || since.is_some_and(|s| rec.meta.created_at < s)
+            {
+                continue;
+            }
+            report.scanned += 1;
+            let key = rec.meta.scope.key();
+            let value_key = |b: &MemoryBody| {
+                b.subject.as_ref().map(|s| {
+                    (
+                        normalise(s),
+                        normalise(b.attribute.as_deref().unwrap_or("")),
+                        normalise(b.value.as_deref().unwrap_or("")),
+                    )
+                })
+            };
+            let mut matches: BTreeSet<AssetId> = BTreeSet::new();
+            for other in &all {
+                if other.meta.id == rec.meta.id
+                    || done.contains(&other.meta.id)
+                    || other.meta.scope.key() != key
+                {
+                    continue;
+                }
+                let Some(ob) = bodies.get(&other.meta.id) else {
+                    continue;
+                };
+                if ob.class != body.class {
+                    continue;
+                }
+                let same_fact = value_key(body).is_some() && value_key(body) == value_key(ob);
+                if other.meta.content_hash == rec.meta.content_hash || same_fact {
+                    matches.insert(other.meta.id.clone());
+                }
+            }
+            let v = self.search.embed_one(&body.index_text())?;
+            let filter = VisibilityFilter {
+                scope_keys: vec![key.clone()],
+                acl_keys: rec.meta.acl.keys(),
+                kinds: vec![AssetKind::Memory],
+                any_tags: vec![body.class.tag()],
+            };
+            for h in self.search.vectors.search(&v, &filter, 10)? {
+                if h.score >= CONSOLIDATE_COSINE
+                    && h.asset_id != rec.meta.id
+                    && !done.contains(&h.asset_id)
+                    && by_id.contains_key(h.asset_id.as_str())
+                {
+                    matches.insert(h.asset_id);
+                }
+            }
+            if matches.is_empty() {
+                continue;
+            }
+            let existing = matches
+                .iter()
+                .find(|id| {
+                    bodies
+                        .get(*id)
+                        .is_some_and(|b| b.layer == Layer::Consolidated)
+                })
+                .cloned();
+            let raw: BTreeSet<AssetId> = matches
+                .iter()
+                .filter(|id| bodies.get(*id).is_some_and(|b| b.layer == Layer::Raw))
+                .cloned()
+                .chain([rec.meta.id.clone()])
+                .collect();
+            report.groups += 1;
+            let (target_id, mut ops, new_rec) = match existing {
+                Some(c) => (c, vec![], None),
+                None => {
+                    let members: Vec<&AssetRecord> = raw
+                        .iter()
+                        .filter_map(|id| by_id.get(id.as_str()).copied())
+                        .collect();
+                    let rep = members
+                        .iter()
+                        .max_by(|a, b| {
+                            a.meta
+                                .trust
+                                .cmp(&b.meta.trust)
+                                .then(b.meta.created_at.cmp(&a.meta.created_at))
+                        })
+                        .copied()
+                        .unwrap_or(rec);
+                    let rep_body = bodies
+                        .get(&rep.meta.id)
+                        .cloned()
+                        .unwrap_or_else(|| body.clone());
+                    let mut cb = rep_body.clone();
+                    cb.layer = Layer::Consolidated;
+                    cb.gate = vec![];
+                    cb.consolidated_from = raw.iter().cloned().collect();
+                    let mut ents = BTreeSet::new();
+                    let mut evid = BTreeSet::new();
+                    for m in &members {
+                        if let Some(b) = bodies.get(&m.meta.id) {
+                            ents.extend(b.entities.iter().cloned());
+                            evid.extend(b.evidence.iter().cloned());
+                        }
+                    }
+                    cb.entities = ents.into_iter().collect();
+                    cb.evidence = evid.into_iter().collect();
+                    let mut meta = rep.meta.clone();
+                    meta.id = consolidated_id(&raw);
+                    meta.version = 1;
+                    meta.status = AssetStatus::Active;
+                    meta.owner = rep.meta.owner.clone();
+                    meta.trust = members
+                        .iter()
+                        .map(|m| m.meta.trust)
+                        .max()
+                        .unwrap_or(Trust::ExternalContent);
+                    meta.sensitivity = members
+                        .iter()
+                        .map(|m| m.meta.sensitivity)
+                        .max()
+                        .unwrap_or(meta.sensitivity);
+                    meta.valid_from = members.iter().filter_map(|m| m.meta.valid_from).min();
+                    meta.created_at = Utc::now();
+                    meta.updated_at = meta.created_at;
+                    meta.parents = raw.iter().cloned().collect();
+                    let new = AssetRecord {
+                        meta: meta.clone(),
+                        lookup_key: rep.lookup_key.clone(),
+                        body: serde_json::to_value(&cb).map_err(be)?,
+                    };
+                    let ops = vec![WriteOp::PutVersion(Box::new(new.clone()))];
+                    (meta.id.clone(), ops, Some(new))
+                }
+            };
+            for id in &raw {
+                let Some(m) = by_id.get(id.as_str()) else {
+                    continue;
+                };
+                ops.push(WriteOp::AddEdge(DerivationEdge {
+                    parent: id.clone(),
+                    child: target_id.clone(),
+                    relation: Relation::ConsolidatedFrom,
+                    child_store: ChildStore::Assets,
+                }));
+                ops.push(WriteOp::SetStatus {
+                    id: id.clone(),
+                    version: None,
+                    status: AssetStatus::Superseded,
+                    expect: Some(m.meta.status),
+                });
+                ops.push(WriteOp::Audit(draft(
+                    m,
+                    "memory.consolidate",
+                    format!("into {target_id}"),
+                )));
+            }
+            match self.store.commit(ops) {
+                Ok(_) => {}
+                // Another run got there first (same derived id, or members moved meanwhile).
+                Err(CoreError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(new) = &new_rec {
+                report.consolidated_records += 1;
+                let b = MemoryBody::from_record(new).ok_or_else(|| be("bad body"))?;
+                self.index_with_vector(new, &b, v)?;
+            }
+            report.raw_merged += raw.len() as u64;
+            let ids: Vec<AssetId> = raw.iter().cloned().collect();
+            self.search.remove(&ids)?;
+            done.extend(raw);
+            done.insert(target_id);
+        }
+        Ok(report)
+    }
+
+    /// Lowers weights by the per-class policy at time `now`; expires working memory past its
+    /// TTL; sends episodic memory below the floor, and procedures with harmful feedback, to
+    /// review. The weight is a pure function of the counters and `now`, so reruns agree.
+    pub fn decay(&self, now: DateTime<Utc>) -> Result<DecayReport> {
+        let mut report = DecayReport::default();
+        let all = self.servable_memories()?;
+        let mut stats: HashMap<AssetId, MemoryStats> = HashMap::new();
+        for chunk in all.chunks(500) {
+            let ids: Vec<AssetId> = chunk.iter().map(|r| r.meta.id.clone()).collect();
+            stats.extend(self.stats.stats(&ids)?);
+        }
+        let mut weights = vec![];
+        for rec in &all {
+            report.scanned += 1;
+            let Some(body) = MemoryBody::from_record(rec) else {
+                continue;
+            };
+            let st = stats.get(&rec.meta.id).cloned().unwrap_or_default();
+            let harm = (st.helpful as f32 + 1.0) / ((st.helpful + st.harmful) as f32 + 1.0);
+            let (weight, moved) = match body.class {
+                MemoryClass::Working => {
+                    let expired = rec.meta.is_expired_at(now);
+                    (
+                        st.decay_weight,
+                        expired.then_some((AssetStatus::Expired, "memory.expire", "ttl elapsed")),
+                    )
+                }
+                MemoryClass::Semantic => (1.0, None),
+                MemoryClass::Episodic => {
+                    let last = [
+                        st.last_retrieved,
+                        st.last_verified,
+                        Some(rec.meta.created_at),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .max()
+                    .unwrap_or(rec.meta.created_at);
+                    let days = ((now - last).num_seconds().max(0) as f32) / 86400.0;
+                    let w = (0.5f32.powf(days / EPISODIC_HALF_LIFE_DAYS) * harm).clamp(0.0, 1.0);
+                    let low = w < DECAY_FLOOR && rec.meta.status == AssetStatus::Active;
+                    (
+                        w,
+                        low.then_some((
+                            AssetStatus::Candidate,
+                            "memory.decay_review",
+                            "weight below floor",
+                        )),
+                    )
+                }
+                MemoryClass::Procedural => {
+                    let retire = st.harmful >= PROCEDURE_RETIRE_HARMFUL && st.harmful > st.helpful;
+                    (
+                        harm.clamp(0.0, 1.0),
+                        retire.then_some((
+                            AssetStatus::Candidate,
+                            "memory.retire",
+                            "negative feedback",
+                        )),
+                    )
+                }
+            };
+            if (weight - st.decay_weight).abs() > 1e-4 {
+                weights.push((rec.meta.id.clone(), weight));
+            }
+            if let Some((status, action, why)) = moved {
+                let res = self.store.commit(vec![
+                    WriteOp::SetStatus {
+                        id: rec.meta.id.clone(),
+                        version: None,
+                        status,
+                        expect: Some(rec.meta.status),
+                    },
+                    WriteOp::Audit(draft(rec, action, why.to_string())),
+                ]);
+                match res {
+                    Ok(_) => {}
+                    Err(CoreError::Conflict(_)) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+                match status {
+                    AssetStatus::Expired => report.expired += 1,
+                    _ if action == "memory.retire" => report.retired += 1,
+                    _ => report.to_review += 1,
+                }
+                self.search.remove(std::slice::from_ref(&rec.meta.id))?;
+                report.deindexed += 1;
+            }
+        }
+        for chunk in weights.chunks(500) {
+            self.stats.set_weights(chunk)?;
+        }
+        report.weights_changed = weights.len() as u64;
+        Ok(report)
+    }
+}

@@ -1,0 +1,292 @@
+//! The memory record: what is stored in an asset's body, the request that creates one, and the
+//! views the API returns.
+
+use chrono::{DateTime, Utc};
+use registry_core::asset::{AssetId, AssetRecord};
+use registry_core::{Scope, ScopeLevel, Sensitivity, SourceKind};
+use serde::{Deserialize, Serialize};
+
+use crate::gate::Reason;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryClass {
+    /// Facts of the current session or task; expire with a TTL.
+    Working,
+    /// What happened: past tasks, actions, outcomes, with the conditions at the time.
+    Episodic,
+    /// Stable facts, preferences, entities.
+    Semantic,
+    /// Verified methods.
+    Procedural,
+}
+
+impl MemoryClass {
+    pub const ALL: [MemoryClass; 4] = [
+        MemoryClass::Working,
+        MemoryClass::Episodic,
+        MemoryClass::Semantic,
+        MemoryClass::Procedural,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryClass::Working => "working",
+            MemoryClass::Episodic => "episodic",
+            MemoryClass::Semantic => "semantic",
+            MemoryClass::Procedural => "procedural",
+        }
+    }
+
+    pub fn tag(self) -> String {
+        format!("class:{}", self.as_str())
+    }
+
+    /// Scope levels a class may live at.
+    pub fn allows_level(self, level: ScopeLevel) -> bool {
+        match self {
+            MemoryClass::Working => matches!(level, ScopeLevel::Session | ScopeLevel::Task),
+            _ => matches!(
+                level,
+                ScopeLevel::Tenant | ScopeLevel::Project | ScopeLevel::User
+            ),
+        }
+    }
+}
+
+/// Raw daily log entry, or a record the consolidation job built from several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    Raw,
+    Consolidated,
+}
+
+/// Where a write lands: a level resolved against the writer's own position, or a full scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ScopeSpec {
+    Level(LevelName),
+    Explicit(Scope),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelName {
+    Tenant,
+    Project,
+    User,
+    Session,
+    Task,
+}
+
+/// A write request. Unknown fields are refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRequest {
+    pub class: MemoryClass,
+    pub content: String,
+    /// Default: `session` for working memory (`task` if only a task is set), `user` otherwise.
+    #[serde(default)]
+    pub scope: Option<ScopeSpec>,
+    #[serde(default = "default_source")]
+    pub source: SourceKind,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub attribute: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub entities: Vec<String>,
+    /// Conditions under which the memory applies (e.g. `os=linux`).
+    #[serde(default)]
+    pub applicability: Vec<String>,
+    /// References to the evidence (message ids, document ids, URLs).
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    #[serde(default)]
+    pub speaker: Option<String>,
+    /// When the conversation or event took place (dated multi-session memory).
+    #[serde(default)]
+    pub session_date: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub session_label: Option<String>,
+    #[serde(default)]
+    pub valid_from: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub valid_to: Option<DateTime<Utc>>,
+    /// Working memory lifetime in seconds (default one day).
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    /// The sensitivity the writer declares; raised by what the gate finds.
+    #[serde(default)]
+    pub sensitivity: Option<Sensitivity>,
+}
+
+fn default_source() -> SourceKind {
+    SourceKind::UserStatement
+}
+
+/// The body stored in a memory asset. Immutable per version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryBody {
+    pub class: MemoryClass,
+    pub content: String,
+    pub layer: Layer,
+    /// Day of the raw log this entry belongs to (`YYYY-MM-DD`, UTC).
+    pub log_day: String,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub attribute: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub entities: Vec<String>,
+    #[serde(default)]
+    pub applicability: Vec<String>,
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    #[serde(default)]
+    pub speaker: Option<String>,
+    #[serde(default)]
+    pub session_date: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub session_label: Option<String>,
+    /// The gate's reasons when this version was written.
+    #[serde(default)]
+    pub gate: Vec<Reason>,
+    #[serde(default)]
+    pub supersedes: Option<AssetId>,
+    #[serde(default)]
+    pub conflicts_with: Option<AssetId>,
+    #[serde(default)]
+    pub consolidated_from: Vec<AssetId>,
+}
+
+impl MemoryBody {
+    pub fn from_record(r: &AssetRecord) -> Option<MemoryBody> {
+        serde_json::from_value(r.body.clone()).ok()
+    }
+
+    /// The text that is indexed and embedded.
+    pub fn index_text(&self) -> String {
+        let mut t = self.content.clone();
+        if let Some(s) = &self.speaker {
+            t = format!("{s}: {t}");
+        }
+        t
+    }
+}
+
+/// Mutable usage counters, kept beside the immutable versions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryStats {
+    pub usage_count: u64,
+    pub last_retrieved: Option<DateTime<Utc>>,
+    pub last_verified: Option<DateTime<Utc>>,
+    pub helpful: u64,
+    pub harmful: u64,
+    pub decay_weight: f32,
+}
+
+impl Default for MemoryStats {
+    fn default() -> Self {
+        MemoryStats {
+            usage_count: 0,
+            last_retrieved: None,
+            last_verified: None,
+            helpful: 0,
+            harmful: 0,
+            decay_weight: 1.0,
+        }
+    }
+}
+
+/// A memory as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryView {
+    pub id: AssetId,
+    pub version: u32,
+    pub status: String,
+    pub class: MemoryClass,
+    pub content: String,
+    pub scope: String,
+    pub owner: String,
+    pub source: SourceKind,
+    pub trust: registry_core::Trust,
+    pub sensitivity: Sensitivity,
+    pub layer: Layer,
+    pub subject: Option<String>,
+    pub attribute: Option<String>,
+    pub value: Option<String>,
+    pub entities: Vec<String>,
+    pub applicability: Vec<String>,
+    pub evidence: Vec<String>,
+    pub speaker: Option<String>,
+    pub session_date: Option<DateTime<Utc>>,
+    pub session_label: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub valid_from: Option<DateTime<Utc>>,
+    pub valid_to: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub content_hash: String,
+    pub gate: Vec<Reason>,
+    pub supersedes: Option<AssetId>,
+    pub conflicts_with: Option<AssetId>,
+    pub consolidated_from: Vec<AssetId>,
+    pub stats: MemoryStats,
+}
+
+impl MemoryView {
+    pub fn of(r: &AssetRecord, stats: MemoryStats) -> Option<MemoryView> {
+        let b = MemoryBody::from_record(r)?;
+        let m = &r.meta;
+        Some(MemoryView {
+            id: m.id.clone(),
+            version: m.version,
+            status: m.status.as_str().to_string(),
+            class: b.class,
+            content: b.content,
+            scope: m.scope.key(),
+            owner: m.owner.clone(),
+            source: m.source,
+            trust: m.trust,
+            sensitivity: m.sensitivity,
+            layer: b.layer,
+            subject: b.subject,
+            attribute: b.attribute,
+            value: b.value,
+            entities: b.entities,
+            applicability: b.applicability,
+            evidence: b.evidence,
+            speaker: b.speaker,
+            session_date: b.session_date,
+            session_label: b.session_label,
+            created_at: m.created_at,
+            valid_from: m.valid_from,
+            valid_to: m.valid_to,
+            expires_at: m.expires_at,
+            content_hash: m.content_hash.clone(),
+            gate: b.gate,
+            supersedes: b.supersedes,
+            conflicts_with: b.conflicts_with,
+            consolidated_from: b.consolidated_from,
+            stats,
+        })
+    }
+}
+
+/// Case- and whitespace-folded text: the dedupe hash is taken over this.
+pub fn normalise(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Lookup key for facts: records with the same subject and attribute share it.
+pub fn fact_key(subject: &str, attribute: &str) -> String {
+    format!("sa:{}|{}", normalise(subject), normalise(attribute))
+}

@@ -1,0 +1,313 @@
+//! Mixed-signal retrieval. Candidates come from the hybrid searcher with the principal's
+//! visibility filter applied inside both indexes; every candidate is then re-read from the store
+//! and dropped unless it is servable, visible, unexpired and valid at `as_of`, and the rest are
+//! ranked by a weighted mix of signals whose parts are returned with each hit.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use registry_core::asset::{AssetKind, AssetStatus};
+use registry_core::retrieval::VisibilityFilter;
+use registry_core::store::AssetQuery;
+use registry_core::{Principal, Trust};
+use registry_engine::{Fusion, Legs, SearchOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::record::{LevelName, MemoryBody, MemoryClass, MemoryView, normalise};
+use crate::service::{MemoryService, SERVABLE};
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilters {
+    /// Only records naming at least one of these entities.
+    #[serde(default)]
+    pub entities: Vec<String>,
+    #[serde(default)]
+    pub speaker: Option<String>,
+    #[serde(default)]
+    pub subject: Option<String>,
+    #[serde(default)]
+    pub min_trust: Option<Trust>,
+    #[serde(default)]
+    pub session_label: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    /// Empty: every class.
+    #[serde(default)]
+    pub classes: Vec<MemoryClass>,
+    /// Only memories at this level of the caller's own path.
+    #[serde(default)]
+    pub scope: Option<LevelName>,
+    /// Hits returned (default 10, at most 100).
+    #[serde(default)]
+    pub k: Option<usize>,
+    /// Rank as of this time: records not yet valid (or not yet happened) are left out, and
+    /// recency is measured from it.
+    #[serde(default)]
+    pub as_of: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub filters: SearchFilters,
+}
+
+/// Every signal in [0, 1], and the weight it carries in `score`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    pub semantic: f32,
+    pub lexical: f32,
+    pub entity: f32,
+    pub recency: f32,
+    pub valid_time: f32,
+    pub scope_distance: f32,
+    pub trust: f32,
+    pub feedback: f32,
+}
+
+pub const WEIGHTS: Breakdown = Breakdown {
+    semantic: 0.40,
+    lexical: 0.15,
+    entity: 0.10,
+    recency: 0.10,
+    valid_time: 0.05,
+    scope_distance: 0.05,
+    trust: 0.05,
+    feedback: 0.10,
+};
+
+impl Breakdown {
+    fn total(&self) -> f32 {
+        let w = WEIGHTS;
+        self.semantic * w.semantic
+            + self.lexical * w.lexical
+            + self.entity * w.entity
+            + self.recency * w.recency
+            + self.valid_time * w.valid_time
+            + self.scope_distance * w.scope_distance
+            + self.trust * w.trust
+            + self.feedback * w.feedback
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MemoryHit {
+    /// Always `memory`: this is past experience, not a verified current fact.
+    pub label: &'static str,
+    pub note: String,
+    pub score: f32,
+    pub breakdown: Breakdown,
+    pub memory: MemoryView,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub label: &'static str,
+    pub as_of: DateTime<Utc>,
+    pub hits: Vec<MemoryHit>,
+}
+
+/// Recency half-life in days.
+const RECENCY_DAYS: f32 = 90.0;
+
+impl MemoryService {
+    pub fn search(&self, p: &Principal, req: &SearchRequest) -> Result<SearchResponse> {
+        if req.query.trim().is_empty() {
+            return Err(Error::invalid("query", "query is empty"));
+        }
+        if req.query.len() > self.limits.max_content_bytes {
+            return Err(Error::TooLarge {
+                len: req.query.len(),
+                limit: self.limits.max_content_bytes,
+            });
+        }
+        let now = Utc::now();
+        let as_of = req.as_of.unwrap_or(now);
+        let k = req.k.unwrap_or(10).clamp(1, 100);
+        let me = p.scope();
+        let mut filter = VisibilityFilter::for_principal(p, &[AssetKind::Memory]);
+        if !req.classes.is_empty() {
+            filter = filter.with_tags(req.classes.iter().map(|c| c.tag()).collect());
+        }
+        if let Some(level) = req.scope {
+            let want = match level {
+                LevelName::Tenant => registry_core::ScopeLevel::Tenant,
+                LevelName::Project => registry_core::ScopeLevel::Project,
+                LevelName::User => registry_core::ScopeLevel::User,
+                LevelName::Session => registry_core::ScopeLevel::Session,
+                LevelName::Task => registry_core::ScopeLevel::Task,
+            };
+            let keys: Vec<String> = me
+                .path_keys()
+                .into_iter()
+                .filter(|key| scope_level_of_key(key) == Some(want))
+                .collect();
+            filter.scope_keys = keys;
+        }
+        let candidates = (k * 5).max(50);
+        let hits = self.search.search(
+            &req.query,
+            &filter,
+            &SearchOptions {
+                k: candidates,
+                candidates_per_leg: candidates,
+                fusion: Fusion::Rrf { k: 60.0 },
+                legs: Legs::Both,
+            },
+        )?;
+        if hits.is_empty() {
+            return Ok(SearchResponse {
+                label: "memory",
+                as_of,
+                hits: vec![],
+            });
+        }
+        let ids: Vec<String> = hits.iter().map(|h| h.asset_id.clone()).collect();
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            tenant: Some(p.tenant.clone()),
+            ids: Some(ids.clone()),
+            statuses: Some(SERVABLE.to_vec()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let stats = self.stats.stats(&ids)?;
+        let by_id: HashMap<&str, _> = recs.iter().map(|r| (r.meta.id.as_str(), r)).collect();
+        let max_text = hits
+            .iter()
+            .filter_map(|h| h.text.map(|t| t.score))
+            .fold(0.0f32, f32::max);
+        let query_l = normalise(&req.query);
+        let want_entities: Vec<String> =
+            req.filters.entities.iter().map(|e| normalise(e)).collect();
+        let mut out = vec![];
+        for h in &hits {
+            let Some(rec) = by_id.get(h.asset_id.as_str()) else {
+                continue;
+            };
+            let m = &rec.meta;
+            // Defence in depth: the indexes filtered already; the store decides.
+            if !SERVABLE.contains(&m.status)
+                || m.status == AssetStatus::Revoked
+                || !p.can_see(&m.scope, &m.acl)
+                || m.is_expired_at(now)
+                || m.valid_from.is_some_and(|f| f > as_of)
+            {
+                continue;
+            }
+            let Some(body) = MemoryBody::from_record(rec) else {
+                continue;
+            };
+            if body.session_date.is_some_and(|d| d > as_of)
+                || (req.as_of.is_some() && m.created_at > as_of && body.session_date.is_none())
+            {
+                continue;
+            }
+            if !req.classes.is_empty() && !req.classes.contains(&body.class) {
+                continue;
+            }
+            let f = &req.filters;
+            let ents: Vec<String> = body.entities.iter().map(|e| normalise(e)).collect();
+            if !want_entities.is_empty() && !ents.iter().any(|e| want_entities.contains(e)) {
+                continue;
+            }
+            if f.speaker
+                .as_ref()
+                .is_some_and(|s| body.speaker.as_deref().map(normalise) != Some(normalise(s)))
+            {
+                continue;
+            }
+            if f.subject
+                .as_ref()
+                .is_some_and(|s| body.subject.as_deref().map(normalise) != Some(normalise(s)))
+            {
+                continue;
+            }
+            if f.session_label
+                .as_ref()
+                .is_some_and(|s| body.session_label.as_ref() != Some(s))
+            {
+                continue;
+            }
+            if f.min_trust.is_some_and(|t| m.trust < t) {
+                continue;
+            }
+            let st = stats.get(&m.id).cloned().unwrap_or_default();
+            let matched = ents
+                .iter()
+                .filter(|e| {
+                    !e.is_empty() && (query_l.contains(e.as_str()) || want_entities.contains(e))
+                })
+                .count();
+            let when = body.session_date.or(m.valid_from).unwrap_or(m.created_at);
+            let age_days = ((as_of - when).num_seconds().max(0) as f32) / 86400.0;
+            let distance = m.scope.distance_to(&me).unwrap_or(5);
+            let b = Breakdown {
+                semantic: h.vector.map(|v| v.score.clamp(0.0, 1.0)).unwrap_or(0.0),
+                lexical: match h.text {
+                    Some(t) if max_text > 0.0 => (t.score / max_text).clamp(0.0, 1.0),
+                    _ => 0.0,
+                },
+                entity: (matched as f32 / 2.0).min(1.0),
+                recency: 0.5f32.powf(age_days / RECENCY_DAYS),
+                valid_time: if m.valid_at(as_of) { 1.0 } else { 0.0 },
+                scope_distance: 1.0 / (1.0 + distance as f32),
+                trust: trust_score(m.trust),
+                feedback: ((st.helpful as f32 + 1.0) / ((st.helpful + st.harmful) as f32 + 2.0))
+                    * st.decay_weight.clamp(0.0, 1.0),
+            };
+            let view = match MemoryView::of(rec, st) {
+                Some(v) => v,
+                None => continue,
+            };
+            out.push(MemoryHit {
+                label: "memory",
+                note: format!(
+                    "past experience recorded {} from {}; not a verified current fact",
+                    when.format("%Y-%m-%d"),
+                    serde_json::to_value(m.source)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+                score: b.total(),
+                breakdown: b,
+                memory: view,
+            });
+        }
+        out.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.memory.id.cmp(&b.memory.id))
+        });
+        out.truncate(k);
+        Ok(SearchResponse {
+            label: "memory",
+            as_of,
+            hits: out,
+        })
+    }
+}
+
+fn trust_score(t: Trust) -> f32 {
+    t as u8 as f32 / Trust::PlatformRule as u8 as f32
+}
+
+/// The level of a canonical scope key (its last component).
+fn scope_level_of_key(key: &str) -> Option<registry_core::ScopeLevel> {
+    use registry_core::ScopeLevel::*;
+    if key == "global" {
+        return Some(Global);
+    }
+    let last = key.rsplit('/').next()?;
+    match last.split_once(':')?.0 {
+        "t" => Some(Tenant),
+        "p" => Some(Project),
+        "u" => Some(User),
+        "s" => Some(Session),
+        "k" => Some(Task),
+        _ => None,
+    }
+}

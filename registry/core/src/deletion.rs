@@ -1,0 +1,396 @@
+//! True deletion along the derivation graph (DESIGN §3).
+//!
+//! A deletion request names root assets and a target level. The engine walks every derivation
+//! edge from the roots to reach all descendants, then moves them through three levels that are
+//! never confused:
+//!
+//! 1. **revoked**: status `revoked` in the store, so no read, search hit or context use serves
+//!    them (every read path checks `AssetStatus::is_servable`);
+//! 2. **de-indexed**: removed from the text and vector indexes;
+//! 3. **purged**: every version and edge deleted from the store (secure delete), the indexes
+//!    compacted so no segment or page holds them, blobs unlinked.
+//!
+//! A descendant with parents outside the deletion (a summary of several records) is
+//! regenerated from its remaining parents by the owning domain's [`Regenerator`], or deleted
+//! when nothing is left. A child reached through a `Cites` edge (a skill version citing a
+//! reference) is flagged, not deleted. Each stage is recorded in the [`Receipt`] before the next
+//! begins, so a run killed midway resumes from the last finished stage and ends with the same
+//! outcome. Receipts and audit events hold ids and content hashes, never content.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
+use crate::audit::AuditDraft;
+use crate::derivation::{ChildStore, Relation};
+use crate::error::{CoreError, CoreResult};
+use crate::retrieval::{TextIndex, VectorIndex};
+use crate::store::{AssetStore, BlobStore, WriteOp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletionLevel {
+    Revoked,
+    Deindexed,
+    Purged,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptStatus {
+    InProgress,
+    Completed,
+}
+
+/// One store reached for one asset, and how far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreReach {
+    pub store: String,
+    pub level: DeletionLevel,
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachedAsset {
+    pub id: AssetId,
+    pub kind: AssetKind,
+    /// How it was reached: `root`, or the relation of the edge that led here.
+    pub via: String,
+    /// Content hash of every version (never the content).
+    pub content_hashes: Vec<String>,
+    pub versions: u64,
+    pub stores: Vec<StoreReach>,
+    /// A summary regenerated without the deleted parents: its replacement's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerated_as: Option<AssetId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blobs: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flagged {
+    /// The asset that cites a deleted one (kept, but marked).
+    pub id: AssetId,
+    pub cites: AssetId,
+    pub relation: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptCounts {
+    pub assets: u64,
+    pub versions: u64,
+    pub text_entries: u64,
+    pub vectors: u64,
+    pub blobs: u64,
+    pub regenerated: u64,
+    pub flagged: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    pub id: String,
+    pub tenant: Option<String>,
+    pub actor: String,
+    pub reason: String,
+    /// What was asked: roots and target level.
+    pub roots: Vec<AssetId>,
+    pub target: DeletionLevel,
+    pub status: ReceiptStatus,
+    /// The last level every reached asset is known to have.
+    pub level_reached: DeletionLevel,
+    pub assets: Vec<ReachedAsset>,
+    pub flagged: Vec<Flagged>,
+    pub counts: ReceiptCounts,
+    pub started_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Durable receipts. `put` replaces the receipt with the same id atomically.
+pub trait ReceiptStore: Send + Sync {
+    fn put_receipt(&self, r: &Receipt) -> CoreResult<()>;
+    fn get_receipt(&self, id: &str) -> CoreResult<Option<Receipt>>;
+    /// Receipts not yet completed, oldest first (for resuming after a crash).
+    fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>>;
+}
+
+/// The owning domain rebuilds a derived asset from the parents that remain.
+pub trait Regenerator: Send + Sync {
+    /// A replacement for `child` built only from `remaining` parents (already committed and
+    /// indexed by the implementation), or `None` when nothing useful is left.
+    fn regenerate(&self, child: &AssetRecord, remaining: &[AssetRecord])
+    -> CoreResult<Option<AssetId>>;
+}
+
+/// Blob digests an asset holds (skill archives, large bodies): by convention the string or
+/// string array at `body.blob_digests` / `body.archive_sha256`.
+fn blob_digests(rec: &AssetRecord) -> Vec<String> {
+    let mut out = vec![];
+    if let Some(s) = rec.body.get("archive_sha256").and_then(|v| v.as_str()) {
+        out.push(s.to_string());
+    }
+    if let Some(a) = rec.body.get("blob_digests").and_then(|v| v.as_array()) {
+        out.extend(a.iter().filter_map(|v| v.as_str().map(String::from)));
+    }
+    out
+}
+
+pub struct DeletionEngine<'a> {
+    pub store: &'a dyn AssetStore,
+    pub receipts: &'a dyn ReceiptStore,
+    pub text: &'a dyn TextIndex,
+    pub vectors: &'a dyn VectorIndex,
+    pub blobs: &'a dyn BlobStore,
+    pub regenerator: Option<&'a dyn Regenerator>,
+}
+
+impl DeletionEngine<'_> {
+    /// Plans the deletion, revokes every reached asset at once (one atomic commit), records
+    /// the receipt, and carries on to `target`.
+    pub fn delete(
+        &self,
+        tenant: Option<&str>,
+        actor: &str,
+        reason: &str,
+        roots: &[AssetId],
+        target: DeletionLevel,
+    ) -> CoreResult<Receipt> {
+        if roots.is_empty() {
+            return Err(CoreError::validation("nothing to delete"));
+        }
+        let now = Utc::now();
+        let (assets, flagged) = self.plan(roots)?;
+        let mut receipt = Receipt {
+            id: format!("rcpt_{}", uuid::Uuid::now_v7().simple()),
+            tenant: tenant.map(String::from),
+            actor: actor.into(),
+            reason: reason.into(),
+            roots: roots.to_vec(),
+            target,
+            status: ReceiptStatus::InProgress,
+            level_reached: DeletionLevel::Revoked,
+            counts: ReceiptCounts {
+                assets: assets.len() as u64,
+                versions: assets.iter().map(|a| a.versions).sum(),
+                flagged: flagged.len() as u64,
+                ..Default::default()
+            },
+            assets,
+            flagged,
+            started_at: now,
+            updated_at: now,
+            finished_at: None,
+        };
+        self.revoke(&mut receipt)?;
+        self.receipts.put_receipt(&receipt)?;
+        self.advance(receipt)
+    }
+
+    /// Walks the graph from the roots. Children in the asset store are followed; a child
+    /// with parents outside the set is marked for regeneration; `Cites` children are flagged.
+    fn plan(&self, roots: &[AssetId]) -> CoreResult<(Vec<ReachedAsset>, Vec<Flagged>)> {
+        let mut seen: BTreeMap<AssetId, String> = BTreeMap::new();
+        let mut queue: VecDeque<AssetId> = VecDeque::new();
+        let mut flagged = vec![];
+        for r in roots {
+            if seen.insert(r.clone(), "root".into()).is_none() {
+                queue.push_back(r.clone());
+            }
+        }
+        while let Some(id) = queue.pop_front() {
+            for e in self.store.edges_from(&id)? {
+                if e.child_store != ChildStore::Assets || seen.contains_key(&e.child) {
+                    continue;
+                }
+                if e.relation == Relation::Cites {
+                    flagged.push(Flagged {
+                        id: e.child.clone(),
+                        cites: id.clone(),
+                        relation: e.relation.as_str().into(),
+                    });
+                    continue;
+                }
+                seen.insert(e.child.clone(), e.relation.as_str().to_string());
+                queue.push_back(e.child);
+            }
+        }
+        let mut out = vec![];
+        for (id, via) in seen {
+            let history = self.store.history(&id)?;
+            let Some(head) = history.last() else {
+                // Already purged (a rerun) or never existed: nothing to reach.
+                continue;
+            };
+            let mut blobs = BTreeSet::new();
+            for v in &history {
+                blobs.extend(blob_digests(v));
+            }
+            out.push(ReachedAsset {
+                kind: head.meta.kind,
+                via,
+                content_hashes: history.iter().map(|r| r.meta.content_hash.clone()).collect(),
+                versions: history.len() as u64,
+                stores: vec![],
+                regenerated_as: None,
+                blobs: blobs.into_iter().collect(),
+                id,
+            });
+        }
+        Ok((out, flagged))
+    }
+
+    fn revoke(&self, r: &mut Receipt) -> CoreResult<()> {
+        let mut ops = vec![];
+        for a in &r.assets {
+            if let Some(head) = self.store.get(&a.id)?
+                && head.meta.status != AssetStatus::Revoked
+            {
+                ops.push(WriteOp::SetStatus {
+                    id: a.id.clone(),
+                    version: None,
+                    status: AssetStatus::Revoked,
+                    expect: None,
+                });
+            }
+        }
+        ops.push(WriteOp::Audit(
+            AuditDraft {
+                actor: r.actor.clone(),
+                tenant: r.tenant.clone(),
+                action: "deletion.revoke".into(),
+                asset_id: Some(r.id.clone()),
+                before_hash: None,
+                after_hash: None,
+                reason: Some(format!("{} ({} assets)", r.reason, r.assets.len())),
+            },
+        ));
+        self.store.commit(ops)?;
+        for a in &mut r.assets {
+            a.stores = vec![StoreReach {
+                store: ChildStore::Assets.as_str().into(),
+                level: DeletionLevel::Revoked,
+                count: a.versions,
+            }];
+        }
+        r.level_reached = DeletionLevel::Revoked;
+        Ok(())
+    }
+
+    /// Continues a receipt from its last finished stage up to its target. Idempotent.
+    pub fn advance(&self, mut r: Receipt) -> CoreResult<Receipt> {
+        if r.target >= DeletionLevel::Deindexed && r.level_reached < DeletionLevel::Deindexed {
+            let ids: Vec<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
+            self.text.delete(&ids)?;
+            self.vectors.delete(&ids)?;
+            for a in &mut r.assets {
+                for store in [ChildStore::TextIndex, ChildStore::VectorIndex] {
+                    a.stores.push(StoreReach {
+                        store: store.as_str().into(),
+                        level: DeletionLevel::Deindexed,
+                        count: 1,
+                    });
+                }
+            }
+            r.counts.text_entries = ids.len() as u64;
+            r.counts.vectors = ids.len() as u64;
+            r.level_reached = DeletionLevel::Deindexed;
+            self.save(&mut r)?;
+        }
+        if r.target >= DeletionLevel::Purged && r.level_reached < DeletionLevel::Purged {
+            self.regenerate(&mut r)?;
+            let ids: Vec<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
+            self.store.purge(
+                &ids,
+                AuditDraft {
+                    actor: r.actor.clone(),
+                    tenant: r.tenant.clone(),
+                    action: "deletion.purge".into(),
+                    asset_id: Some(r.id.clone()),
+                    before_hash: None,
+                    after_hash: None,
+                    reason: Some(r.reason.clone()),
+                },
+            )?;
+            self.text.compact()?;
+            self.vectors.compact()?;
+            let mut blob_count = 0;
+            for a in &mut r.assets {
+                for d in &a.blobs {
+                    self.blobs.delete(d)?;
+                    blob_count += 1;
+                }
+                for s in &mut a.stores {
+                    s.level = DeletionLevel::Purged;
+                }
+                if !a.blobs.is_empty() {
+                    a.stores.push(StoreReach {
+                        store: ChildStore::Blobs.as_str().into(),
+                        level: DeletionLevel::Purged,
+                        count: a.blobs.len() as u64,
+                    });
+                }
+            }
+            r.counts.blobs = blob_count;
+            // Prove it: nothing of any reached asset is left in the store.
+            for id in &ids {
+                if self.store.get(id)?.is_some() {
+                    return Err(CoreError::backend("deletion", format!("{id} survived the purge")));
+                }
+            }
+            r.level_reached = DeletionLevel::Purged;
+        }
+        r.status = ReceiptStatus::Completed;
+        r.finished_at = Some(Utc::now());
+        self.save(&mut r)?;
+        Ok(r)
+    }
+
+    fn save(&self, r: &mut Receipt) -> CoreResult<()> {
+        r.updated_at = Utc::now();
+        self.receipts.put_receipt(r)
+    }
+
+    /// Summaries with parents outside the deletion are rebuilt from the parents that remain.
+    fn regenerate(&self, r: &mut Receipt) -> CoreResult<()> {
+        let deleting: BTreeSet<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
+        for a in &mut r.assets {
+            if a.regenerated_as.is_some()
+                || !matches!(a.via.as_str(), "summary_of" | "consolidated_from")
+            {
+                continue;
+            }
+            let parents: Vec<AssetId> = self
+                .store
+                .edges_to(&a.id)?
+                .into_iter()
+                .map(|e| e.parent)
+                .filter(|p| !deleting.contains(p))
+                .collect();
+            if parents.is_empty() {
+                continue;
+            }
+            let (Some(regen), Some(child)) = (self.regenerator, self.store.history(&a.id)?.pop())
+            else {
+                continue;
+            };
+            let mut remaining = vec![];
+            for p in parents {
+                if let Some(rec) = self.store.get(&p)?
+                    && rec.meta.status.is_servable()
+                {
+                    remaining.push(rec);
+                }
+            }
+            if remaining.is_empty() {
+                continue;
+            }
+            if let Some(new_id) = regen.regenerate(&child, &remaining)? {
+                a.regenerated_as = Some(new_id);
+                r.counts.regenerated += 1;
+            }
+        }
+        self.save(r)
+    }
+}

@@ -1,0 +1,150 @@
+//! Maintenance jobs: one runner, one table of runs (`job_runs`, migration 0002).
+//!
+//! `run_job(state, name)` records the start, runs the job, and records the end with its counts
+//! or error. A run killed midway stays `running` in the table; every job is written so that
+//! rerunning it finishes what the dead run left (see `registry_memory::jobs`). Other jobs
+//! (purge, retention, reindex, compact) plug in at [`run_named`].
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use registry_core::CoreError;
+use registry_memory::MemoryService;
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use crate::memstats::SqliteStats;
+use crate::state::AppState;
+
+/// Jobs this runner knows.
+pub const JOBS: &[&str] = &["consolidate", "decay"];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobReport {
+    pub run_id: i64,
+    pub name: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// `ok` or `failed`.
+    pub outcome: String,
+    pub counts: serde_json::Value,
+    pub error: Option<String>,
+}
+
+/// The memory service over the state's store, indexes and model.
+pub fn memory_service(state: &AppState) -> MemoryService {
+    MemoryService::new(
+        state.store.clone(),
+        state.search.clone(),
+        std::sync::Arc::new(SqliteStats(state.store.clone())),
+    )
+}
+
+fn ts(t: &DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+fn be(e: rusqlite::Error) -> CoreError {
+    CoreError::backend("sqlite", e)
+}
+
+/// Start time of the last run of `name` that finished `ok`.
+pub fn last_ok_start(state: &AppState, name: &str) -> Result<Option<DateTime<Utc>>, CoreError> {
+    let s: Option<String> = state.store.write(|tx| {
+        tx.query_row(
+            "SELECT started_at FROM job_runs WHERE name = ?1 AND outcome = 'ok'
+             ORDER BY started_at DESC LIMIT 1",
+            [name],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(be)
+    })?;
+    Ok(s.and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
+        .map(|d| d.with_timezone(&Utc)))
+}
+
+fn run_named(state: &AppState, name: &str) -> anyhow::Result<serde_json::Value> {
+    let svc = memory_service(state);
+    match name {
+        "consolidate" => {
+            let since = last_ok_start(state, name)?;
+            Ok(serde_json::to_value(svc.consolidate(since)?)?)
+        }
+        "decay" => Ok(serde_json::to_value(svc.decay(Utc::now())?)?),
+        other => anyhow::bail!("unknown job {other:?} (known: {})", JOBS.join(", ")),
+    }
+}
+
+/// Runs one job and records the run. Unknown names fail before anything is recorded.
+pub fn run_job(state: &AppState, name: &str) -> anyhow::Result<JobReport> {
+    if !JOBS.contains(&name) {
+        anyhow::bail!("unknown job {name:?} (known: {})", JOBS.join(", "));
+    }
+    let started_at = Utc::now();
+    let run_id = state.store.write(|tx| {
+        tx.execute(
+            "INSERT INTO job_runs (name, started_at, outcome) VALUES (?1, ?2, 'running')",
+            params![name, ts(&started_at)],
+        )
+        .map_err(be)?;
+        Ok(tx.last_insert_rowid())
+    })?;
+    let result = run_named(state, name);
+    let finished_at = Utc::now();
+    let (outcome, counts, error) = match &result {
+        Ok(c) => ("ok", c.clone(), None),
+        Err(e) => ("failed", serde_json::Value::Null, Some(format!("{e:#}"))),
+    };
+    state.store.write(|tx| {
+        tx.execute(
+            "UPDATE job_runs SET finished_at = ?2, outcome = ?3, counts = ?4, error = ?5 WHERE id = ?1",
+            params![run_id, ts(&finished_at), outcome, counts.to_string(), error],
+        )
+        .map_err(be)?;
+        Ok(())
+    })?;
+    Ok(JobReport {
+        run_id,
+        name: name.to_string(),
+        started_at,
+        finished_at,
+        outcome: outcome.to_string(),
+        counts,
+        error,
+    })
+}
+
+/// Starts one periodic task per job with a non-zero interval (`config.jobs`). Runs of one job
+/// never overlap: each task awaits its run before sleeping again.
+pub fn spawn_scheduler(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
+    let cfg = &state.config.jobs;
+    if !cfg.enabled {
+        return vec![];
+    }
+    let mut handles = vec![];
+    for (name, secs) in [
+        ("consolidate", cfg.consolidate_interval_secs),
+        ("decay", cfg.decay_interval_secs),
+    ] {
+        if secs == 0 {
+            continue;
+        }
+        let st = state.clone();
+        handles.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(secs));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let s = st.clone();
+                match tokio::task::spawn_blocking(move || run_job(&s, name)).await {
+                    Ok(Ok(r)) => tracing::info!(job = name, outcome = %r.outcome, counts = %r.counts, "job finished"),
+                    Ok(Err(e)) => tracing::error!(job = name, error = %e, "job failed"),
+                    Err(e) => tracing::error!(job = name, error = %e, "job panicked"),
+                }
+            }
+        }));
+    }
+    handles
+}

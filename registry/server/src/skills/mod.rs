@@ -1,0 +1,1225 @@
+//! The skills service: publishing, the Draft → Test → Review → Published lifecycle, the
+//! release pointer per name, and the three disclosure levels (DESIGN §6).
+//!
+//! Storage model:
+//! - every published `name@version` is one asset (kind `SkillVersion`, `lookup_key` = name,
+//!   `content_hash` = hex of the canonical tree digest). Each lifecycle step writes the next
+//!   asset version with an updated body (state, test results, reviews); the skill content
+//!   (archive in the blob store, keyed by the archive's sha256) never changes;
+//! - one release pointer per (scope, name) (kind `SkillVersion`, `lookup_key` = `release:NAME`,
+//!   a key no skill name can take) names the current release and carries its discover entry.
+//!   Only pointers are in the text index, so discovery is one BM25 query plus one lookup by id.
+//!
+//! Every step is one `commit`: the new version, the pointer move (if any) and the audit event.
+//! Writes are serialised by a process-wide lock so that check-then-write (version
+//! immutability, state transitions) cannot interleave; `PutVersion`'s head+1 rule still
+//! catches a second process.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Utc};
+use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind, Trust};
+use registry_core::audit::AuditDraft;
+use registry_core::principal::{Principal, Role};
+use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, TextIndex, VisibilityFilter};
+use registry_core::store::{AssetQuery, AssetStore, BlobStore, WriteOp};
+use registry_core::{CoreError, ErrorCode, Scope};
+use serde::{Deserialize, Serialize};
+use skills_sdk::semver::{Version, VersionReq};
+use skills_sdk::{
+    ArchiveLimits, DiscoverEntry, FileRecord, Manifest, SkillScope, TreeDigest, ValidationMode,
+};
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Lookup-key prefix of release pointers; `:` never occurs in a skill name.
+pub const RELEASE_PREFIX: &str = "release:";
+/// Index tag of discover entries.
+pub const DISCOVER_TAG: &str = "skill:discover";
+/// A name the route table uses (`/v1/skills/by-digest/…`), so no skill may take it.
+pub const RESERVED_NAMES: &[&str] = &["by-digest"];
+
+static WRITE_LOCK: Mutex<()> = Mutex::new(());
+
+/// When set, lifecycle steps skip the per-step index write and [`reindex`] catches up later
+/// (bulk loads such as the benchmark's setup).
+static DEFER_INDEX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub fn set_deferred_indexing(on: bool) {
+    DEFER_INDEX.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Where a version is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleState {
+    Draft,
+    Tested,
+    Approved,
+    Rejected,
+    Published,
+    Deprecated,
+    Yanked,
+}
+
+impl LifecycleState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Draft => "draft",
+            Self::Tested => "tested",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+            Self::Published => "published",
+            Self::Deprecated => "deprecated",
+            Self::Yanked => "yanked",
+        }
+    }
+
+    /// Actions legal from this state.
+    pub fn allowed(self) -> &'static [&'static str] {
+        match self {
+            Self::Draft => &["test"],
+            Self::Tested => &["test", "review"],
+            Self::Approved => &["review", "promote"],
+            Self::Rejected => &["review"],
+            Self::Published => &["deprecate", "yank"],
+            Self::Deprecated => &["yank"],
+            Self::Yanked => &["unyank"],
+        }
+    }
+
+    fn asset_status(self) -> AssetStatus {
+        match self {
+            Self::Draft | Self::Tested | Self::Approved | Self::Rejected => AssetStatus::Draft,
+            Self::Published => AssetStatus::Active,
+            Self::Deprecated => AssetStatus::Deprecated,
+            Self::Yanked => AssetStatus::Yanked,
+        }
+    }
+
+    /// A release can point here.
+    pub fn is_released(self) -> bool {
+        matches!(self, Self::Published | Self::Deprecated)
+    }
+}
+
+fn check_transition(state: LifecycleState, action: &str) -> ApiResult<()> {
+    if state.allowed().contains(&action) {
+        Ok(())
+    } else {
+        Err(invalid_transition(state, action))
+    }
+}
+
+fn invalid_transition(state: LifecycleState, action: &str) -> ApiError {
+    CoreError::InvalidTransition {
+        from: state.as_str().into(),
+        action: action.into(),
+        allowed: state.allowed().iter().map(|s| s.to_string()).collect(),
+    }
+    .into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestResult {
+    /// Name of a test declared in `skill.toml`.
+    pub name: String,
+    pub passed: bool,
+    pub duration_ms: u64,
+    /// `sha256:<hex>` of the captured output.
+    pub log_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct TestRun {
+    /// The digest the tests ran against; always the version's own digest.
+    pub digest: String,
+    pub results: Vec<TestResult>,
+    pub passed: bool,
+    pub recorded_by: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Reject,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReviewRecord {
+    pub reviewer: String,
+    pub decision: Decision,
+    pub comment: String,
+    pub digest: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Deprecation {
+    pub message: String,
+    pub replacement: Option<String>,
+}
+
+/// The discover-level entry of a version, with the real tokenizer's count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DiscoverView {
+    pub name: String,
+    pub description: String,
+    pub applicability: Vec<String>,
+    /// Main risks, as short phrases.
+    pub risks: Vec<String>,
+    pub version: String,
+    pub digest: String,
+    /// `global`, `tenant` or `project:<name>`.
+    pub scope: String,
+    pub deprecated: bool,
+    /// Tokens of the rendered entry by the embedding model's WordPiece tokenizer.
+    pub tokens: usize,
+}
+
+/// The body of a skill-version asset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VersionBody {
+    pub name: String,
+    pub version: String,
+    /// Canonical tree digest, `sha256:<hex>`.
+    pub digest: String,
+    /// sha256 (hex) of the archive bytes: the blob key.
+    pub archive_sha256: String,
+    pub archive_size: u64,
+    pub author: String,
+    pub scope: String,
+    pub frontmatter: serde_json::Value,
+    pub manifest: Option<Manifest>,
+    pub files: Vec<FileRecord>,
+    pub discover: DiscoverView,
+    pub state: LifecycleState,
+    #[serde(default)]
+    pub tests: Option<TestRun>,
+    #[serde(default)]
+    pub reviews: Vec<ReviewRecord>,
+    #[serde(default)]
+    pub deprecation: Option<Deprecation>,
+    /// The state a yanked version returns to on unyank.
+    #[serde(default)]
+    pub yanked_from: Option<LifecycleState>,
+    #[serde(default)]
+    pub yank_reason: Option<String>,
+    #[serde(default)]
+    pub published_at: Option<DateTime<Utc>>,
+}
+
+/// The body of a release pointer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseBody {
+    pub name: String,
+    /// `None` when no version is released any more (all yanked).
+    pub current: Option<ReleaseTarget>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseTarget {
+    pub version: String,
+    pub digest: String,
+    pub version_asset: String,
+    /// Set by a rollback: the release stays here until the next promote.
+    pub pinned: bool,
+    pub entry: DiscoverView,
+}
+
+/// A stored version with its parsed body.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub rec: AssetRecord,
+    pub body: VersionBody,
+}
+
+impl Loaded {
+    fn of(rec: AssetRecord) -> ApiResult<Self> {
+        let body: VersionBody = serde_json::from_value(rec.body.clone())
+            .map_err(|e| ApiError::internal(format!("corrupt skill body {}: {e}", rec.meta.id)))?;
+        Ok(Loaded { rec, body })
+    }
+
+    pub fn semver(&self) -> Option<Version> {
+        Version::parse(&self.body.version).ok()
+    }
+}
+
+pub fn limits() -> ArchiveLimits {
+    ArchiveLimits::default()
+}
+
+fn archive_error(e: skills_sdk::SdkError) -> ApiError {
+    ApiError::validation(format!("the archive was refused: {e}"))
+        .with_details(serde_json::json!({ "code": e.code() }))
+}
+
+/// Parses `sha256:<hex>` or bare hex into the canonical `sha256:<hex>` form.
+pub fn parse_digest(s: &str) -> ApiResult<String> {
+    let full = if s.starts_with("sha256:") {
+        s.to_string()
+    } else {
+        format!("sha256:{s}")
+    };
+    full.parse::<TreeDigest>()
+        .map(|d| d.to_string())
+        .map_err(|_| {
+            ApiError::validation(format!("invalid digest {s:?}: expected sha256:<64 hex>"))
+                .with_details(serde_json::json!({"field": "digest"}))
+        })
+}
+
+fn scope_for(p: &Principal, declared: Option<&SkillScope>) -> Scope {
+    match declared {
+        Some(SkillScope::Global) => Scope::global(),
+        Some(SkillScope::Project(proj)) => Scope {
+            project: Some(proj.clone()),
+            ..Scope::tenant(p.tenant.clone())
+        },
+        Some(SkillScope::Tenant) | None => Scope::tenant(p.tenant.clone()),
+    }
+}
+
+fn scope_label(s: &Scope) -> String {
+    match (&s.tenant, &s.project) {
+        (None, _) => "global".into(),
+        (Some(_), Some(p)) => format!("project:{p}"),
+        (Some(_), None) => "tenant".into(),
+    }
+}
+
+fn audit(
+    p: &Principal,
+    action: &str,
+    asset: &str,
+    before: Option<String>,
+    after: Option<String>,
+) -> AuditDraft {
+    AuditDraft::new(p.user.clone(), action)
+        .tenant(p.tenant.clone())
+        .asset(asset.to_string())
+        .hashes(before, after)
+}
+
+fn digest_hex(d: &str) -> String {
+    d.trim_start_matches("sha256:").to_string()
+}
+
+/// Versions of `name` in one exact scope, any state.
+fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> ApiResult<Vec<Loaded>> {
+    let recs = store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        tenant: scope.tenant.clone(),
+        scope_keys: Some(vec![scope.key()]),
+        lookup_key: Some(name.to_string()),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    recs.into_iter().map(Loaded::of).collect()
+}
+
+/// Every version of `name` the principal may see, from the most specific scope that has the
+/// name (a tenant's own skill shadows a global one of the same name). Empty: 404.
+pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Loaded>> {
+    let mut recs = s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        tenant: Some(p.tenant.clone()),
+        lookup_key: Some(name.to_string()),
+        scope_keys: Some(p.visible_scope_keys()),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    recs.extend(s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        lookup_key: Some(name.to_string()),
+        scope_keys: Some(vec![Scope::global().key()]),
+        heads_only: true,
+        ..Default::default()
+    })?);
+    recs.retain(|r| p.can_see(&r.meta.scope, &r.meta.acl));
+    let Some(deepest) = recs.iter().map(|r| r.meta.scope.path_keys().len()).max() else {
+        return Err(ApiError::not_found(format!("no skill {name}")));
+    };
+    let mut out: Vec<Loaded> = recs
+        .into_iter()
+        .filter(|r| r.meta.scope.path_keys().len() == deepest)
+        .map(Loaded::of)
+        .collect::<ApiResult<_>>()?;
+    out.sort_by_key(Loaded::semver);
+    Ok(out)
+}
+
+pub fn find_version(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+    visible_versions(s, p, name)?
+        .into_iter()
+        .find(|l| l.body.version == version)
+        .ok_or_else(|| ApiError::not_found(format!("no skill {name}@{version}")))
+}
+
+pub fn find_by_digest(s: &AppState, p: &Principal, digest: &str) -> ApiResult<Loaded> {
+    let digest = parse_digest(digest)?;
+    let recs = s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        content_hash: Some(digest_hex(&digest)),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    recs.into_iter()
+        .filter(|r| {
+            p.can_see(&r.meta.scope, &r.meta.acl)
+                && r.lookup_key
+                    .as_deref()
+                    .is_some_and(|k| !k.starts_with(RELEASE_PREFIX))
+        })
+        .map(Loaded::of)
+        .next()
+        .transpose()?
+        .ok_or_else(|| ApiError::not_found(format!("no skill with digest {digest}")))
+}
+
+/// The outcome of a publish.
+#[derive(Debug)]
+pub struct Published {
+    pub created: bool,
+    pub version: Loaded,
+}
+
+/// Checks and stores an uploaded archive as a draft. `set_version` gives plain Agent Skills
+/// (no `skill.toml`, no `metadata.version`) their version; it must agree with a declared one.
+pub fn publish(
+    s: &AppState,
+    p: &Principal,
+    bytes: &[u8],
+    set_version: Option<&str>,
+) -> ApiResult<Published> {
+    let archive = skills_sdk::read_archive(bytes, &limits()).map_err(archive_error)?;
+    let report = skills_sdk::validate_archive(&archive, ValidationMode::Strict);
+    if !report.is_valid() {
+        return Err(ApiError::validation("the skill is invalid").with_details(
+            serde_json::json!({ "code": "skill.invalid", "diagnostics": report.diagnostics }),
+        ));
+    }
+    let skill = report
+        .skill
+        .ok_or_else(|| ApiError::internal("a valid report without a skill"))?;
+    let name = skill.name().to_string();
+    if RESERVED_NAMES.contains(&name.as_str()) {
+        return Err(
+            ApiError::validation(format!("the skill name {name:?} is reserved"))
+                .with_details(serde_json::json!({"field": "name", "code": "name.reserved"})),
+        );
+    }
+    let given = match set_version {
+        None => None,
+        Some(v) => Some(Version::parse(v).map_err(|e| {
+            ApiError::validation(format!("version {v:?} is not semver: {e}"))
+                .with_details(serde_json::json!({"field": "version"}))
+        })?),
+    };
+    let version = match (skill.version(), given) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ApiError::validation(format!(
+                "version {b} disagrees with the skill's own version {a}"
+            ))
+            .with_details(serde_json::json!({"field": "version"})));
+        }
+        (Some(v), _) | (None, Some(v)) => v,
+        (None, None) => {
+            return Err(ApiError::validation(
+                "the skill declares no version: add skill.toml or pass ?version=",
+            )
+            .with_details(serde_json::json!({"field": "version", "code": "version.missing"})));
+        }
+    };
+    let scope = scope_for(p, skill.manifest.as_ref().and_then(|m| m.scope.as_ref()));
+    if !p.can_write_into(&scope) {
+        return Err(ApiError::forbidden(if scope.tenant.is_none() {
+            "only admins may publish global skills"
+        } else {
+            "the writer role is required to publish"
+        }));
+    }
+    let digest = archive.digest().to_string();
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let existing = versions_in_scope(s.store.as_ref(), &scope, &name)?;
+    if let Some(prev) = existing
+        .iter()
+        .find(|l| l.semver().as_ref() == Some(&version))
+    {
+        if prev.body.digest == digest {
+            return Ok(Published {
+                created: false,
+                version: prev.clone(),
+            });
+        }
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("{name}@{version} exists with other content; versions are immutable"),
+        )
+        .with_details(serde_json::json!({"existing_digest": prev.body.digest, "digest": digest})));
+    }
+    let archive_sha = s.blobs.put(bytes)?;
+    let mut entry = DiscoverEntry::from_skill(&skill, Some(archive.tree()));
+    entry.version = Some(version.clone());
+    let rendered = entry.render();
+    let tokens = s.embedder.count_tokens(&rendered)?;
+    let label = scope_label(&scope);
+    let discover = DiscoverView {
+        name: name.clone(),
+        description: entry.description.clone(),
+        applicability: entry.applicability.clone(),
+        risks: entry
+            .risks
+            .iter()
+            .map(|r| r.describe().to_string())
+            .collect(),
+        version: version.to_string(),
+        digest: digest.clone(),
+        scope: label.clone(),
+        deprecated: false,
+        tokens,
+    };
+    let body = VersionBody {
+        name: name.clone(),
+        version: version.to_string(),
+        digest: digest.clone(),
+        archive_sha256: archive_sha,
+        archive_size: bytes.len() as u64,
+        author: p.user.clone(),
+        scope: label,
+        frontmatter: serde_json::to_value(&skill.frontmatter).map_err(ApiError::internal)?,
+        manifest: skill.manifest.clone(),
+        files: archive.tree().files().to_vec(),
+        discover,
+        state: LifecycleState::Draft,
+        tests: None,
+        reviews: vec![],
+        deprecation: None,
+        yanked_from: None,
+        yank_reason: None,
+        published_at: None,
+    };
+    let mut meta = AssetMeta::new(
+        AssetKind::SkillVersion,
+        scope,
+        p.user.clone(),
+        SourceKind::UserStatement,
+    );
+    meta.trust = Trust::UserStatement;
+    meta.content_hash = digest_hex(&digest);
+    meta.status = AssetStatus::Draft;
+    let rec = AssetRecord {
+        meta,
+        lookup_key: Some(name),
+        body: serde_json::to_value(&body).map_err(ApiError::internal)?,
+    };
+    let id = rec.meta.id.clone();
+    s.store.commit(vec![
+        WriteOp::PutVersion(Box::new(rec.clone())),
+        WriteOp::Audit(audit(
+            p,
+            "skill.publish",
+            &id,
+            None,
+            Some(digest_hex(&digest)),
+        )),
+    ])?;
+    Ok(Published {
+        created: true,
+        version: Loaded { rec, body },
+    })
+}
+
+/// What a lifecycle step changes, and how the release pointer should follow.
+enum Pointer {
+    /// Keep the pinned target if still released, else fall back to the highest released.
+    Follow,
+    /// The just-promoted version becomes current unless a higher one already is.
+    Promote,
+    /// Pin the release to this version asset.
+    Pin(String),
+}
+
+/// Writes the next image of `cur` with `body`, moves the release pointer, audits, indexes.
+fn step(
+    s: &AppState,
+    p: &Principal,
+    cur: &Loaded,
+    body: VersionBody,
+    action: &str,
+    pointer: Pointer,
+) -> ApiResult<Loaded> {
+    let mut meta = cur.rec.meta.clone();
+    meta.version += 1;
+    meta.updated_at = Utc::now();
+    meta.status = body.state.asset_status();
+    let rec = AssetRecord {
+        meta,
+        lookup_key: cur.rec.lookup_key.clone(),
+        body: serde_json::to_value(&body).map_err(ApiError::internal)?,
+    };
+    let next = Loaded { rec, body };
+    let hash = Some(digest_hex(&next.body.digest));
+    let mut ops = vec![
+        WriteOp::PutVersion(Box::new(next.rec.clone())),
+        WriteOp::Audit(audit(p, action, &next.rec.meta.id, hash.clone(), hash)),
+    ];
+    let index = release_ops(s, p, &next, pointer, &mut ops)?;
+    s.store.commit(ops)?;
+    if let Some(op) = index {
+        apply_index(s, op)?;
+    }
+    Ok(next)
+}
+
+enum IndexOp {
+    Upsert(TextDoc),
+    Delete(String),
+}
+
+fn apply_index(s: &AppState, op: IndexOp) -> ApiResult<()> {
+    if DEFER_INDEX.load(std::sync::atomic::Ordering::SeqCst) {
+        return Ok(());
+    }
+    match op {
+        IndexOp::Upsert(d) => s.text.upsert(&[d])?,
+        IndexOp::Delete(id) => s.text.delete(&[id])?,
+    }
+    Ok(())
+}
+
+fn discover_text(e: &DiscoverView) -> String {
+    format!(
+        "{} {} {}",
+        e.name.replace('-', " "),
+        e.description,
+        e.applicability.join(" ")
+    )
+}
+
+fn index_doc(rec: &AssetRecord, entry: &DiscoverView) -> TextDoc {
+    TextDoc {
+        keys: IndexKeys {
+            asset_id: rec.meta.id.clone(),
+            kind: AssetKind::SkillVersion,
+            scope_key: rec.meta.scope.key(),
+            acl_keys: rec.meta.acl.keys(),
+            tags: vec![DISCOVER_TAG.to_string()],
+        },
+        text: discover_text(entry),
+    }
+}
+
+fn load_pointer(
+    store: &dyn AssetStore,
+    scope: &Scope,
+    name: &str,
+) -> ApiResult<Option<(AssetRecord, ReleaseBody)>> {
+    let recs = store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        tenant: scope.tenant.clone(),
+        scope_keys: Some(vec![scope.key()]),
+        lookup_key: Some(format!("{RELEASE_PREFIX}{name}")),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    match recs.into_iter().next() {
+        None => Ok(None),
+        Some(r) => {
+            let b: ReleaseBody =
+                serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+            Ok(Some((r, b)))
+        }
+    }
+}
+
+/// Adds the pointer move (if the current release changes) to `ops`; returns the index change.
+fn release_ops(
+    s: &AppState,
+    p: &Principal,
+    changed: &Loaded,
+    pointer: Pointer,
+    ops: &mut Vec<WriteOp>,
+) -> ApiResult<Option<IndexOp>> {
+    let scope = changed.rec.meta.scope.clone();
+    let name = changed.body.name.clone();
+    let mut all = versions_in_scope(s.store.as_ref(), &scope, &name)?;
+    for l in &mut all {
+        if l.rec.meta.id == changed.rec.meta.id {
+            *l = changed.clone();
+        }
+    }
+    let released = |id: &str| {
+        all.iter()
+            .find(|l| l.rec.meta.id == id && l.body.state.is_released())
+    };
+    let highest = all
+        .iter()
+        .filter(|l| l.body.state.is_released())
+        .max_by_key(|l| (l.body.state == LifecycleState::Published, l.semver()));
+    let old = load_pointer(s.store.as_ref(), &scope, &name)?;
+    let old_target = old.as_ref().and_then(|(_, b)| b.current.clone());
+    let old_current = old_target.as_ref().and_then(|t| released(&t.version_asset));
+    let (target, pinned) = match pointer {
+        Pointer::Pin(id) => (released(&id), true),
+        Pointer::Promote => match old_current {
+            Some(c) if c.semver() > changed.semver() => {
+                (Some(c), old_target.as_ref().is_some_and(|t| t.pinned))
+            }
+            _ => (released(&changed.rec.meta.id), false),
+        },
+        Pointer::Follow => match (old_current, old_target.as_ref()) {
+            (Some(c), Some(t)) if t.pinned => (Some(c), true),
+            _ => (highest, false),
+        },
+    };
+    let new_target = target.map(|l| {
+        let mut entry = l.body.discover.clone();
+        entry.deprecated = l.body.state == LifecycleState::Deprecated;
+        ReleaseTarget {
+            version: l.body.version.clone(),
+            digest: l.body.digest.clone(),
+            version_asset: l.rec.meta.id.clone(),
+            pinned,
+            entry,
+        }
+    });
+    if new_target == old_target {
+        return Ok(None);
+    }
+    let body = ReleaseBody {
+        name: name.clone(),
+        current: new_target.clone(),
+    };
+    let body_json = serde_json::to_value(&body).map_err(ApiError::internal)?;
+    let after = registry_core::hash::sha256_hex(body_json.to_string());
+    let (meta, before) = match old {
+        Some((r, _)) => {
+            let mut m = r.meta.clone();
+            let before = Some(m.content_hash.clone());
+            m.version += 1;
+            m.updated_at = Utc::now();
+            (m, before)
+        }
+        None => {
+            let m = AssetMeta::new(
+                AssetKind::SkillVersion,
+                scope,
+                p.user.clone(),
+                SourceKind::System,
+            );
+            (m, None)
+        }
+    };
+    let mut meta = meta;
+    meta.content_hash = after.clone();
+    meta.status = if new_target.is_some() {
+        AssetStatus::Active
+    } else {
+        AssetStatus::Yanked
+    };
+    let rec = AssetRecord {
+        meta,
+        lookup_key: Some(format!("{RELEASE_PREFIX}{name}")),
+        body: body_json,
+    };
+    let id = rec.meta.id.clone();
+    ops.push(WriteOp::Audit(audit(
+        p,
+        "skill.release",
+        &id,
+        before,
+        Some(after),
+    )));
+    ops.insert(0, WriteOp::PutVersion(Box::new(rec.clone())));
+    Ok(Some(match &new_target {
+        Some(t) => IndexOp::Upsert(index_doc(&rec, &t.entry)),
+        None => IndexOp::Delete(id),
+    }))
+}
+
+fn require_write(p: &Principal, l: &Loaded) -> ApiResult<()> {
+    if p.can_write_into(&l.rec.meta.scope) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(
+            "the writer role in the skill's scope is required (admin for global skills)",
+        ))
+    }
+}
+
+/// Re-reads the version under the write lock so a step never acts on a stale image.
+fn reload(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+    find_version(s, p, name, version)
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestResultsRequest {
+    /// The digest the tests ran against; must be the version's digest.
+    pub digest: String,
+    pub results: Vec<TestResult>,
+}
+
+pub fn record_tests(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: TestResultsRequest,
+) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    check_transition(cur.body.state, "test")?;
+    let digest = parse_digest(&req.digest)?;
+    if digest != cur.body.digest {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            "the tests ran against another digest than this version's",
+        )
+        .with_details(serde_json::json!({"expected": cur.body.digest, "got": digest})));
+    }
+    let declared: BTreeSet<&str> = cur
+        .body
+        .manifest
+        .iter()
+        .flat_map(|m| m.tests.iter().map(|t| t.name.as_str()))
+        .collect();
+    let got: BTreeSet<&str> = req.results.iter().map(|r| r.name.as_str()).collect();
+    if declared != got || got.len() != req.results.len() {
+        return Err(
+            ApiError::validation("results must name each declared test exactly once").with_details(
+                serde_json::json!({
+                    "field": "results",
+                    "declared": declared,
+                    "got": req.results.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                }),
+            ),
+        );
+    }
+    for r in &req.results {
+        parse_digest(&r.log_digest)?;
+    }
+    let passed = req.results.iter().all(|r| r.passed);
+    let mut body = cur.body.clone();
+    body.tests = Some(TestRun {
+        digest,
+        results: req.results,
+        passed,
+        recorded_by: p.user.clone(),
+        at: Utc::now(),
+    });
+    body.reviews.clear();
+    body.state = if passed {
+        LifecycleState::Tested
+    } else {
+        LifecycleState::Draft
+    };
+    step(s, p, &cur, body, "skill.test", Pointer::Follow)
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRequest {
+    pub decision: Decision,
+    #[serde(default)]
+    pub comment: String,
+}
+
+pub fn review(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: ReviewRequest,
+) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    if !p.has_role(Role::Reviewer) {
+        return Err(ApiError::forbidden("the reviewer role is required"));
+    }
+    if cur.body.author == p.user {
+        return Err(
+            ApiError::forbidden("the author may not review their own skill")
+                .with_details(serde_json::json!({"reason": "self_review"})),
+        );
+    }
+    check_transition(cur.body.state, "review")?;
+    let mut body = cur.body.clone();
+    body.reviews.push(ReviewRecord {
+        reviewer: p.user.clone(),
+        decision: req.decision,
+        comment: req.comment,
+        digest: cur.body.digest.clone(),
+        at: Utc::now(),
+    });
+    body.state = match req.decision {
+        Decision::Approve => LifecycleState::Approved,
+        Decision::Reject => LifecycleState::Rejected,
+    };
+    step(s, p, &cur, body, "skill.review", Pointer::Follow)
+}
+
+pub fn promote(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    check_transition(cur.body.state, "promote")?;
+    let b = &cur.body;
+    let tested = b
+        .tests
+        .as_ref()
+        .is_some_and(|t| t.passed && t.digest == b.digest);
+    let approved = b.reviews.last().is_some_and(|r| {
+        r.decision == Decision::Approve && r.digest == b.digest && r.reviewer != b.author
+    });
+    if !tested || !approved {
+        return Err(invalid_transition(b.state, "promote"));
+    }
+    let mut body = cur.body.clone();
+    body.state = LifecycleState::Published;
+    body.published_at = Some(Utc::now());
+    step(s, p, &cur, body, "skill.promote", Pointer::Promote)
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeprecateRequest {
+    pub message: String,
+    #[serde(default)]
+    pub replacement: Option<String>,
+}
+
+pub fn deprecate(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: DeprecateRequest,
+) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    check_transition(cur.body.state, "deprecate")?;
+    if req.message.trim().is_empty() {
+        return Err(ApiError::validation("a deprecation needs a message")
+            .with_details(serde_json::json!({"field": "message"})));
+    }
+    let mut body = cur.body.clone();
+    body.state = LifecycleState::Deprecated;
+    body.deprecation = Some(Deprecation {
+        message: req.message,
+        replacement: req.replacement,
+    });
+    body.discover.deprecated = true;
+    step(s, p, &cur, body, "skill.deprecate", Pointer::Follow)
+}
+
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct YankRequest {
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+pub fn yank(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: YankRequest,
+) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    check_transition(cur.body.state, "yank")?;
+    let mut body = cur.body.clone();
+    body.yanked_from = Some(cur.body.state);
+    body.yank_reason = req.reason;
+    body.state = LifecycleState::Yanked;
+    step(s, p, &cur, body, "skill.yank", Pointer::Follow)
+}
+
+pub fn unyank(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    check_transition(cur.body.state, "unyank")?;
+    let mut body = cur.body.clone();
+    body.state = cur.body.yanked_from.unwrap_or(LifecycleState::Published);
+    body.yanked_from = None;
+    body.yank_reason = None;
+    step(s, p, &cur, body, "skill.unyank", Pointer::Follow)
+}
+
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackRequest {
+    /// The earlier version to make current (or give `digest`).
+    #[serde(default)]
+    pub version: Option<String>,
+    #[serde(default)]
+    pub digest: Option<String>,
+}
+
+/// Points the release of `name` back to an earlier released version; later promotes move it on.
+pub fn rollback(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    req: RollbackRequest,
+) -> ApiResult<Loaded> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let all = visible_versions(s, p, name)?;
+    let digest = req.digest.as_deref().map(parse_digest).transpose()?;
+    let target = all
+        .iter()
+        .rev()
+        .find(|l| {
+            req.version.as_deref().is_none_or(|v| l.body.version == v)
+                && digest.as_deref().is_none_or(|d| l.body.digest == d)
+        })
+        .filter(|_| req.version.is_some() || digest.is_some())
+        .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
+    require_write(p, target)?;
+    if !target.body.state.is_released() {
+        return Err(CoreError::InvalidTransition {
+            from: target.body.state.as_str().into(),
+            action: "rollback".into(),
+            allowed: vec![],
+        }
+        .into());
+    }
+    let current =
+        load_pointer(s.store.as_ref(), &target.rec.meta.scope, name)?.and_then(|(_, b)| b.current);
+    if let Some(c) = &current
+        && Version::parse(&c.version).ok() <= target.semver()
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "rollback must go to an earlier version than the current {}",
+                c.version
+            ),
+        )
+        .with_details(serde_json::json!({
+            "state": target.body.state.as_str(), "action": "rollback",
+            "allowed_transitions": target.body.state.allowed(), "current": c.version,
+        })));
+    }
+    let mut ops = vec![];
+    let index = release_ops(
+        s,
+        p,
+        target,
+        Pointer::Pin(target.rec.meta.id.clone()),
+        &mut ops,
+    )?;
+    if let Some(WriteOp::Audit(a)) = ops.iter_mut().find(|o| matches!(o, WriteOp::Audit(_))) {
+        a.action = "skill.rollback".into();
+    }
+    if !ops.is_empty() {
+        s.store.commit(ops)?;
+    }
+    if let Some(op) = index {
+        apply_index(s, op)?;
+    }
+    Ok(target.clone())
+}
+
+/// The current release of a name in the principal's view.
+pub fn current_release(s: &AppState, versions: &[Loaded]) -> ApiResult<Option<ReleaseTarget>> {
+    let Some(first) = versions.first() else {
+        return Ok(None);
+    };
+    Ok(
+        load_pointer(s.store.as_ref(), &first.rec.meta.scope, &first.body.name)?
+            .and_then(|(_, b)| b.current),
+    )
+}
+
+/// Discovery: BM25 over the current releases the principal may see.
+pub fn discover(
+    s: &AppState,
+    p: &Principal,
+    q: Option<&str>,
+    limit: usize,
+) -> ApiResult<Vec<DiscoverView>> {
+    let filter = VisibilityFilter::for_principal(p, &[AssetKind::SkillVersion])
+        .with_tags(vec![DISCOVER_TAG.into()]);
+    let recs = match q.map(str::trim).filter(|q| !q.is_empty()) {
+        Some(q) => {
+            let hits = s.text.search(q, &filter, limit * 2)?;
+            let ids: Vec<String> = hits.iter().map(|h| h.asset_id.clone()).collect();
+            let mut recs = s.store.find(&AssetQuery {
+                ids: Some(ids.clone()),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            recs.sort_by_key(|r| ids.iter().position(|i| *i == r.meta.id));
+            recs
+        }
+        None => {
+            let mut recs = s.store.find(&AssetQuery {
+                kind: Some(AssetKind::SkillVersion),
+                scope_keys: Some(p.visible_scope_keys()),
+                statuses: Some(vec![AssetStatus::Active]),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            recs.retain(|r| {
+                r.lookup_key
+                    .as_deref()
+                    .is_some_and(|k| k.starts_with(RELEASE_PREFIX))
+            });
+            recs.sort_by(|a, b| a.lookup_key.cmp(&b.lookup_key));
+            recs
+        }
+    };
+    let mut seen = BTreeSet::new();
+    let mut out = vec![];
+    // Deepest scope first, so a tenant's skill shadows a global one of the same name.
+    let mut recs: Vec<_> = recs
+        .into_iter()
+        .filter(|r| p.can_see(&r.meta.scope, &r.meta.acl))
+        .collect();
+    if q.is_none() {
+        recs.sort_by_key(|r| std::cmp::Reverse(r.meta.scope.path_keys().len()));
+    }
+    for r in recs {
+        let Ok(b) = serde_json::from_value::<ReleaseBody>(r.body) else {
+            continue;
+        };
+        if let Some(t) = b.current
+            && seen.insert(b.name.clone())
+        {
+            out.push(t.entry);
+        }
+    }
+    if q.is_none() {
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    out.truncate(limit);
+    Ok(out)
+}
+
+/// Rebuilds the discover index from the stored release pointers (after a crash between a commit
+/// and its index write, or a lost index directory).
+pub fn reindex(s: &AppState) -> ApiResult<usize> {
+    let recs = s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    let mut docs = vec![];
+    let mut gone = vec![];
+    for r in recs {
+        if !r
+            .lookup_key
+            .as_deref()
+            .is_some_and(|k| k.starts_with(RELEASE_PREFIX))
+        {
+            continue;
+        }
+        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+        match b.current {
+            Some(t) => docs.push(index_doc(&r, &t.entry)),
+            None => gone.push(r.meta.id.clone()),
+        }
+    }
+    for chunk in docs.chunks(1000) {
+        s.text.upsert(chunk)?;
+    }
+    s.text.delete(&gone)?;
+    Ok(docs.len())
+}
+
+/// Checks a manifest's requirements against what the caller declares it has.
+pub fn executable_check(
+    l: &Loaded,
+    tools: &[String],
+    permissions: &[String],
+    environment: &[String],
+) -> (bool, Vec<String>) {
+    let norm_tool = |t: &str| t.split('(').next().unwrap_or(t).trim().to_lowercase();
+    let have_tools: BTreeSet<String> = tools.iter().map(|t| norm_tool(t)).collect();
+    let have_perms: BTreeSet<String> = permissions.iter().map(|t| t.to_lowercase()).collect();
+    let have_env: BTreeSet<&str> = environment.iter().map(String::as_str).collect();
+    let mut reasons = vec![];
+    let fm_tools: Vec<String> = l
+        .body
+        .frontmatter
+        .get("allowed-tools")
+        .or_else(|| l.body.frontmatter.get("allowed_tools"))
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_str()).map(norm_tool).collect())
+        .unwrap_or_default();
+    let mut need_tools: BTreeSet<String> = fm_tools.into_iter().collect();
+    if let Some(m) = &l.body.manifest {
+        need_tools.extend(m.requires.tools.iter().map(|t| norm_tool(t)));
+        for perm in &m.requires.permissions {
+            if !have_perms.contains(&perm.to_lowercase()) {
+                reasons.push(format!("missing permission: {perm}"));
+            }
+        }
+        for e in &m.requires.environment {
+            if !have_env.contains(e.as_str()) {
+                reasons.push(format!("missing environment variable: {e}"));
+            }
+        }
+    }
+    for t in &need_tools {
+        if !have_tools.contains(t) {
+            reasons.push(format!("missing tool: {t}"));
+        }
+    }
+    reasons.sort();
+    (reasons.is_empty(), reasons)
+}
+
+/// The archive bytes of a version.
+pub fn archive_bytes(s: &AppState, l: &Loaded) -> ApiResult<Vec<u8>> {
+    s.blobs
+        .get(&l.body.archive_sha256)?
+        .ok_or_else(|| ApiError::internal(format!("archive blob of {} is missing", l.body.digest)))
+}
+
+/// The `SKILL.md` body of a version.
+pub fn instructions(s: &AppState, l: &Loaded) -> ApiResult<String> {
+    let bytes = archive_bytes(s, l)?;
+    let archive = skills_sdk::read_archive(&bytes, &limits()).map_err(ApiError::internal)?;
+    let report = skills_sdk::validate_archive(&archive, ValidationMode::Lenient);
+    report
+        .skill
+        .map(|sk| sk.instructions)
+        .ok_or_else(|| ApiError::internal("a stored skill no longer parses"))
+}
+
+pub fn file(s: &AppState, l: &Loaded, path: &str) -> ApiResult<skills_sdk::ArchivedFile> {
+    let bytes = archive_bytes(s, l)?;
+    skills_sdk::read_archive_file(&bytes, path, &limits()).map_err(|e| match e {
+        skills_sdk::SdkError::FileNotInArchive(_) => {
+            ApiError::not_found(format!("no file {path:?} in {}", l.body.digest))
+        }
+        e => archive_error(e),
+    })
+}
+
+/// Does `req` (a semver range) match any released, non-yanked version? Used by lock
+/// resolution clients; here for the service tests and the bench.
+pub fn resolve(versions: &[Loaded], req: &VersionReq) -> Option<Loaded> {
+    versions
+        .iter()
+        .filter(|l| l.body.state.is_released())
+        .filter(|l| l.semver().is_some_and(|v| req.matches(&v)))
+        .max_by_key(|l| l.semver())
+        .cloned()
+}

@@ -1,0 +1,484 @@
+//! The online half of `skillctl`: an HTTP client for the registry's skill API, skills from Git
+//! repositories, running a version's declared tests, and lockfiles (`skills.toml` →
+//! `skills.lock` → install). The binary (`main.rs`) is a thin argument parser over this.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use skills_sdk::semver::{Version, VersionReq};
+use skills_sdk::{ArchiveLimits, PackedSkill};
+
+/// A registry endpoint and the API key to use there.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: String,
+    key: String,
+    http: reqwest::blocking::Client,
+}
+
+/// A non-2xx answer, with the registry's stable error code.
+#[derive(Debug, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ApiError {
+    pub status: u16,
+    pub code: String,
+    pub message: String,
+    pub details: Value,
+}
+
+impl Client {
+    pub fn new(base: &str, key: &str) -> Result<Self> {
+        Ok(Client {
+            base: base.trim_end_matches('/').to_string(),
+            key: key.to_string(),
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build()?,
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn check(resp: reqwest::blocking::Response) -> Result<reqwest::blocking::Response> {
+        let status = resp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(resp);
+        }
+        let body: Value = resp.json().unwrap_or(Value::Null);
+        let e = &body["error"];
+        Err(ApiError {
+            status,
+            code: e["code"].as_str().unwrap_or("UNKNOWN").to_string(),
+            message: e["message"].as_str().unwrap_or("").to_string(),
+            details: e["details"].clone(),
+        }
+        .into())
+    }
+
+    pub fn get_json(&self, path: &str) -> Result<Value> {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(&self.key)
+            .send()?;
+        Ok(Self::check(r)?.json()?)
+    }
+
+    pub fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        let r = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(&self.key)
+            .json(body)
+            .send()?;
+        Ok(Self::check(r)?.json()?)
+    }
+
+    /// Raw bytes and the `x-skill-state` header.
+    pub fn get_bytes(&self, path: &str) -> Result<(Vec<u8>, Option<String>)> {
+        let r = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(&self.key)
+            .send()?;
+        let r = Self::check(r)?;
+        let state = r
+            .headers()
+            .get("x-skill-state")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        Ok((r.bytes()?.to_vec(), state))
+    }
+
+    /// Uploads an archive; `version` names plain Agent Skills that declare none.
+    pub fn publish(&self, bytes: &[u8], version: Option<&Version>) -> Result<Value> {
+        let mut path = "/v1/skills".to_string();
+        if let Some(v) = version {
+            path.push_str(&format!("?version={v}"));
+        }
+        let r = self
+            .http
+            .post(self.url(&path))
+            .bearer_auth(&self.key)
+            .header("content-type", "application/octet-stream")
+            .body(bytes.to_vec())
+            .send()?;
+        Ok(Self::check(r)?.json()?)
+    }
+
+    pub fn version_path(name: &str, version: &str, tail: &str) -> String {
+        format!("/v1/skills/{name}/versions/{version}{tail}")
+    }
+}
+
+/// Packs the skill at `subdir` of `rev` (a commit id, tag or branch) in the Git repository at
+/// `repo` (a local path, bare or not, or a `file://` URL; remote transports are not compiled
+/// in). The tree is read from the object database, never from a working copy.
+pub fn pack_from_git(
+    repo: &str,
+    rev: &str,
+    subdir: Option<&Path>,
+) -> Result<(PackedSkill, String)> {
+    let tmp = tempfile::tempdir()?;
+    let local = repo.strip_prefix("file://").unwrap_or(repo);
+    let repository = if Path::new(local).exists() {
+        git2::Repository::open(local).with_context(|| format!("opening Git repository {repo}"))?
+    } else {
+        git2::build::RepoBuilder::new()
+            .bare(true)
+            .clone(repo, &tmp.path().join("clone.git"))
+            .with_context(|| format!("cloning {repo}"))?
+    };
+    let commit = repository
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .with_context(|| format!("resolving {rev:?} to a commit"))?;
+    let mut tree = commit.tree()?;
+    if let Some(sub) = subdir.filter(|s| !s.as_os_str().is_empty()) {
+        let entry = tree
+            .get_path(sub)
+            .with_context(|| format!("{} not found at {rev}", sub.display()))?;
+        tree = entry
+            .to_object(&repository)?
+            .peel_to_tree()
+            .map_err(|_| anyhow!("{} is not a directory at {rev}", sub.display()))?;
+    }
+    let out = tmp.path().join("skill");
+    std::fs::create_dir_all(&out)?;
+    write_tree(&repository, &tree, &out)?;
+    let packed = skills_sdk::pack_dir(&out, &ArchiveLimits::default())?;
+    Ok((packed, commit.id().to_string()))
+}
+
+fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dir: &Path) -> Result<()> {
+    for entry in tree.iter() {
+        let name = entry
+            .name()
+            .ok_or_else(|| anyhow!("non-UTF-8 file name in the Git tree"))?;
+        if name == "." || name == ".." || name.contains('/') {
+            bail!("unsafe name {name:?} in the Git tree");
+        }
+        let path = dir.join(name);
+        match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                std::fs::create_dir_all(&path)?;
+                write_tree(repo, &entry.to_object(repo)?.peel_to_tree()?, &path)?;
+            }
+            Some(git2::ObjectType::Blob) => {
+                let mode = entry.filemode();
+                if mode == 0o120000 {
+                    bail!("symlinks are not allowed in a skill: {name}");
+                }
+                let blob = entry.to_object(repo)?.peel_to_blob()?;
+                std::fs::write(&path, blob.content())?;
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let m = if mode == 0o100755 { 0o755 } else { 0o644 };
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m))?;
+                }
+            }
+            _ => bail!("unsupported entry {name:?} (submodule?) in the Git tree"),
+        }
+    }
+    Ok(())
+}
+
+/// The sandbox prefix for test commands: a fresh network namespace via `unshare` when the
+/// kernel allows it (as root `unshare -n`, else an unprivileged user namespace), otherwise
+/// none (isolation is then best-effort: cleared environment and a temporary directory).
+pub fn network_sandbox() -> Option<Vec<String>> {
+    let candidates: [&[&str]; 2] = [
+        &["unshare", "-n"],
+        &["unshare", "--user", "--map-root-user", "--net"],
+    ];
+    candidates.into_iter().find_map(|prefix| {
+        let ok = Command::new(prefix[0])
+            .args(&prefix[1..])
+            .arg("true")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| prefix.iter().map(|s| s.to_string()).collect())
+    })
+}
+
+/// One test's outcome, as the registry records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestOutcome {
+    pub name: String,
+    pub passed: bool,
+    pub duration_ms: u64,
+    pub log_digest: String,
+    #[serde(skip)]
+    pub log: String,
+    #[serde(skip)]
+    pub timed_out: bool,
+}
+
+/// What `skillctl test` did.
+#[derive(Debug)]
+pub struct TestReport {
+    pub digest: String,
+    pub outcomes: Vec<TestOutcome>,
+    pub sandboxed: bool,
+    /// The version as the registry answered after recording.
+    pub recorded: Value,
+}
+
+/// Downloads `name@version` by its digest, unpacks it into a temporary directory, checks the
+/// digest, runs every declared test there (argv, no shell; environment cleared but for PATH,
+/// HOME and LANG; no network when `unshare` works; killed at its timeout) and records the
+/// results against that digest.
+pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestReport> {
+    let v = client.get_json(&Client::version_path(name, version, ""))?;
+    let digest = v["digest"]
+        .as_str()
+        .ok_or_else(|| anyhow!("no digest in answer"))?
+        .to_string();
+    let (bytes, _) = client.get_bytes(&format!("/v1/skills/by-digest/{digest}/archive"))?;
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join(name);
+    let tree = skills_sdk::unpack_to(&bytes, &dir, &ArchiveLimits::default())?;
+    if tree.digest().to_string() != digest {
+        bail!(
+            "downloaded archive has digest {}, expected {digest}",
+            tree.digest()
+        );
+    }
+    let sandbox = network_sandbox();
+    let tests = v["manifest"]["tests"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut outcomes = vec![];
+    for t in tests {
+        let tname = t["name"].as_str().unwrap_or("").to_string();
+        let argv: Vec<String> = t["command"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let timeout = Duration::from_secs(t["timeout_secs"].as_u64().unwrap_or(300));
+        outcomes.push(run_one(&tname, &argv, &dir, timeout, sandbox.as_deref())?);
+    }
+    let body = json!({
+        "digest": digest,
+        "results": outcomes.iter().map(|o| json!({
+            "name": o.name, "passed": o.passed, "duration_ms": o.duration_ms, "log_digest": o.log_digest,
+        })).collect::<Vec<_>>(),
+    });
+    let recorded =
+        client.post_json(&Client::version_path(name, version, "/test-results"), &body)?;
+    Ok(TestReport {
+        digest,
+        outcomes,
+        sandboxed: sandbox.is_some(),
+        recorded,
+    })
+}
+
+fn run_one(
+    name: &str,
+    argv: &[String],
+    cwd: &Path,
+    timeout: Duration,
+    sandbox: Option<&[String]>,
+) -> Result<TestOutcome> {
+    let log_dir = tempfile::tempdir()?;
+    let log_path = log_dir.path().join("log");
+    let log_file = std::fs::File::create(&log_path)?;
+    let full: Vec<String> = sandbox.unwrap_or(&[]).iter().chain(argv).cloned().collect();
+    let start = Instant::now();
+    let mut cmd = Command::new(&full[0]);
+    cmd.args(&full[1..])
+        .current_dir(cwd)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone()?)
+        .stderr(log_file);
+    for k in ["PATH", "HOME", "LANG"] {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    let (passed, timed_out) = match cmd.spawn() {
+        Err(e) => {
+            std::fs::write(&log_path, format!("cannot start {argv:?}: {e}\n"))?;
+            (false, false)
+        }
+        Ok(mut child) => loop {
+            if let Some(status) = child.try_wait()? {
+                break (status.success(), false);
+            }
+            if start.elapsed() >= timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                break (false, true);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        },
+    };
+    let duration_ms = start.elapsed().as_millis() as u64;
+    let mut log = String::new();
+    std::fs::File::open(&log_path)?
+        .read_to_string(&mut log)
+        .ok();
+    if timed_out {
+        log.push_str(&format!(
+            "\n[skillctl] killed after {}s\n",
+            timeout.as_secs()
+        ));
+    }
+    Ok(TestOutcome {
+        name: name.to_string(),
+        passed,
+        duration_ms,
+        log_digest: format!("sha256:{}", hex::encode(Sha256::digest(log.as_bytes()))),
+        log,
+        timed_out,
+    })
+}
+
+/// `skills.toml`: `name = "<semver range>"` entries, at the top level or under `[skills]`.
+pub fn parse_requirements(text: &str) -> Result<BTreeMap<String, VersionReq>> {
+    let table: toml::Table = toml::from_str(text).context("parsing the requirements file")?;
+    let entries = match table.get("skills") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => table,
+    };
+    entries
+        .into_iter()
+        .map(|(k, v)| {
+            let s = v
+                .as_str()
+                .ok_or_else(|| anyhow!("requirement {k:?} must be a semver range string"))?;
+            let req = VersionReq::parse(s).with_context(|| format!("requirement {k} = {s:?}"))?;
+            Ok((k, req))
+        })
+        .collect()
+}
+
+/// `skills.lock`: exact versions and digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lockfile {
+    pub version: u32,
+    #[serde(default, rename = "skill")]
+    pub skills: Vec<LockedSkill>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockedSkill {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+}
+
+impl Lockfile {
+    pub fn to_toml(&self) -> Result<String> {
+        Ok(format!(
+            "# Generated by `skillctl lock`: exact versions and digests. Do not edit.\n{}",
+            toml::to_string(self)?
+        ))
+    }
+
+    pub fn parse(text: &str) -> Result<Self> {
+        let l: Lockfile = toml::from_str(text).context("parsing the lockfile")?;
+        if l.version != 1 {
+            bail!("unsupported lockfile version {}", l.version);
+        }
+        Ok(l)
+    }
+}
+
+/// Resolves every requirement to the highest published (or deprecated) version that matches;
+/// yanked versions and drafts never resolve.
+pub fn lock(client: &Client, reqs: &BTreeMap<String, VersionReq>) -> Result<Lockfile> {
+    let mut skills = vec![];
+    for (name, req) in reqs {
+        let sel = client.get_json(&format!("/v1/skills/{name}"))?;
+        let best = sel["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| matches!(v["state"].as_str(), Some("published" | "deprecated")))
+            .filter_map(|v| {
+                let ver = Version::parse(v["version"].as_str()?).ok()?;
+                req.matches(&ver)
+                    .then(|| (ver, v["digest"].as_str().unwrap_or("").to_string()))
+            })
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .ok_or_else(|| anyhow!("no published, non-yanked version of {name} matches {req}"))?;
+        skills.push(LockedSkill {
+            name: name.clone(),
+            version: best.0.to_string(),
+            digest: best.1,
+        });
+    }
+    Ok(Lockfile { version: 1, skills })
+}
+
+/// What an install did.
+#[derive(Debug, Default)]
+pub struct InstallReport {
+    pub installed: Vec<PathBuf>,
+    pub unchanged: Vec<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Fetches exactly the locked archives (by digest), verifies each digest and unpacks it into
+/// `target/NAME`. A yanked version still installs, with a warning. A directory already holding
+/// the locked digest is left alone; one holding anything else is an error.
+pub fn install(client: &Client, lockfile: &Lockfile, target: &Path) -> Result<InstallReport> {
+    let limits = ArchiveLimits::default();
+    let mut report = InstallReport::default();
+    std::fs::create_dir_all(target)?;
+    for s in &lockfile.skills {
+        let dest = target.join(&s.name);
+        if dest.exists() && std::fs::read_dir(&dest)?.next().is_some() {
+            let have = skills_sdk::digest_dir(&dest)?.to_string();
+            if have == s.digest {
+                report.unchanged.push(dest);
+                continue;
+            }
+            bail!(
+                "{} holds {have}, not the locked {}",
+                dest.display(),
+                s.digest
+            );
+        }
+        let (bytes, state) =
+            client.get_bytes(&format!("/v1/skills/by-digest/{}/archive", s.digest))?;
+        let got = skills_sdk::digest_of_archive(&bytes, &limits)?.to_string();
+        if got != s.digest {
+            bail!(
+                "{}@{}: the registry sent {got}, the lockfile says {}",
+                s.name,
+                s.version,
+                s.digest
+            );
+        }
+        if state.as_deref() == Some("yanked") {
+            report.warnings.push(format!(
+                "{}@{} is yanked; installing it because the lockfile pins it",
+                s.name, s.version
+            ));
+        }
+        skills_sdk::unpack_to(&bytes, &dest, &limits)?;
+        report.installed.push(dest);
+    }
+    Ok(report)
+}

@@ -1,0 +1,290 @@
+//! The deletion engine over the real embedded backends: the derivation walk, the three levels,
+//! receipts, and a byte scan of the data directory after a purge.
+
+use registry_core::Scope;
+use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
+use registry_core::audit::AuditDraft;
+use registry_core::deletion::{DeletionLevel, ReceiptStatus, ReceiptStore};
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
+use registry_core::hash::sha256_hex;
+use registry_core::principal::Principal;
+use registry_core::retrieval::{IndexKeys, VisibilityFilter};
+use registry_core::store::{AssetStore, WriteOp};
+use registry_engine::SearchOptions;
+use serde_json::json;
+
+use crate::common::*;
+
+fn put(
+    app: &TestApp,
+    tenant: &str,
+    kind: AssetKind,
+    text: &str,
+    parents: &[&str],
+    rel: Relation,
+) -> String {
+    let mut meta = AssetMeta::new(
+        kind,
+        Scope::tenant(tenant),
+        "ann",
+        SourceKind::UserStatement,
+    );
+    meta.content_hash = sha256_hex(text);
+    let id = meta.id.clone();
+    let mut ops = vec![WriteOp::PutVersion(Box::new(AssetRecord {
+        meta,
+        lookup_key: None,
+        body: json!({ "text": text }),
+    }))];
+    for p in parents {
+        ops.push(WriteOp::AddEdge(DerivationEdge {
+            parent: p.to_string(),
+            child: id.clone(),
+            relation: rel,
+            child_store: ChildStore::Assets,
+        }));
+    }
+    ops.push(WriteOp::Audit(
+        AuditDraft::new("ann", "test.write")
+            .tenant(tenant)
+            .asset(id.clone()),
+    ));
+    app.state.store.commit(ops).unwrap();
+    app.state
+        .search
+        .index_asset(
+            IndexKeys {
+                asset_id: id.clone(),
+                kind,
+                scope_key: Scope::tenant(tenant).key(),
+                acl_keys: vec!["public".into()],
+                tags: vec![],
+            },
+            text.to_string(),
+        )
+        .unwrap();
+    id
+}
+
+fn hits(app: &TestApp, tenant: &str, q: &str) -> Vec<String> {
+    let p = Principal::new(tenant, "ann");
+    let f = VisibilityFilter::for_principal(&p, &[]);
+    app.state
+        .search
+        .search(q, &f, &SearchOptions::with_k(20))
+        .unwrap()
+        .into_iter()
+        .map(|h| h.asset_id)
+        .collect()
+}
+
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).unwrap();
+                if bytes.windows(needle.len()).any(|w| w == needle) {
+                    found.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn purge_walks_the_graph_and_leaves_no_byte_behind() {
+    let app = TestApp::start();
+    let canary = "zqxcanary4417 the vault code is 99-1-2";
+    let doc = put(
+        &app,
+        "acme",
+        AssetKind::Document,
+        canary,
+        &[],
+        Relation::ChunkOf,
+    );
+    let chunk = put(
+        &app,
+        "acme",
+        AssetKind::Chunk,
+        canary,
+        &[&doc],
+        Relation::ChunkOf,
+    );
+    let keep = put(
+        &app,
+        "acme",
+        AssetKind::Document,
+        "quarterly revenue grew five percent",
+        &[],
+        Relation::ChunkOf,
+    );
+    assert!(hits(&app, "acme", "zqxcanary4417").contains(&chunk));
+
+    let p = Principal::new("acme", "ann");
+    let receipt = registry_server::routes::deletion::delete_assets(
+        &app.state,
+        &p,
+        std::slice::from_ref(&doc),
+        DeletionLevel::Purged,
+        "test",
+    )
+    .unwrap();
+    assert_eq!(receipt.status, ReceiptStatus::Completed);
+    assert_eq!(receipt.level_reached, DeletionLevel::Purged);
+    let reached: Vec<&str> = receipt.assets.iter().map(|a| a.id.as_str()).collect();
+    assert!(reached.contains(&doc.as_str()) && reached.contains(&chunk.as_str()));
+    assert_eq!(receipt.counts.assets, 2);
+    assert!(
+        receipt
+            .assets
+            .iter()
+            .all(|a| a.content_hashes == vec![sha256_hex(canary)])
+    );
+    // The stored receipt says the same, and carries hashes, never the content.
+    let stored = app.state.store.get_receipt(&receipt.id).unwrap().unwrap();
+    assert_eq!(stored, receipt);
+    assert!(
+        !serde_json::to_string(&stored)
+            .unwrap()
+            .contains("zqxcanary4417")
+    );
+
+    let after = hits(&app, "acme", "zqxcanary4417");
+    assert!(!after.contains(&doc) && !after.contains(&chunk), "{after:?}");
+    assert!(app.state.store.get(&doc).unwrap().is_none());
+    app.state.store.checkpoint().unwrap();
+    let found = files_containing(&app.state.config.data_dir, b"zqxcanary4417");
+    assert!(found.is_empty(), "canary still on disk in {found:?}");
+    // Unrelated assets are intact and searchable.
+    assert!(hits(&app, "acme", "quarterly revenue").contains(&keep));
+}
+
+#[test]
+fn revoke_is_immediate_and_cites_are_flagged_not_deleted() {
+    let app = TestApp::start();
+    let reference = put(
+        &app,
+        "acme",
+        AssetKind::Document,
+        "reference text about tides",
+        &[],
+        Relation::ChunkOf,
+    );
+    let skill = put(
+        &app,
+        "acme",
+        AssetKind::SkillVersion,
+        "skill citing tides",
+        &[&reference],
+        Relation::Cites,
+    );
+    let p = Principal::new("acme", "ann");
+    let r = registry_server::routes::deletion::delete_assets(
+        &app.state,
+        &p,
+        std::slice::from_ref(&reference),
+        DeletionLevel::Revoked,
+        "test",
+    )
+    .unwrap();
+    assert_eq!(r.level_reached, DeletionLevel::Revoked);
+    assert_eq!(
+        app.state
+            .store
+            .get(&reference)
+            .unwrap()
+            .unwrap()
+            .meta
+            .status,
+        AssetStatus::Revoked
+    );
+    assert_eq!(r.flagged.len(), 1);
+    assert_eq!(r.flagged[0].id, skill);
+    assert!(
+        app.state
+            .store
+            .get(&skill)
+            .unwrap()
+            .unwrap()
+            .meta
+            .status
+            .is_servable()
+    );
+}
+
+#[test]
+fn a_summary_loses_its_last_parent_and_goes_with_it() {
+    let app = TestApp::start();
+    let a = put(
+        &app,
+        "acme",
+        AssetKind::Memory,
+        "ann likes green tea",
+        &[],
+        Relation::ChunkOf,
+    );
+    let b = put(
+        &app,
+        "acme",
+        AssetKind::Memory,
+        "ann drinks tea daily",
+        &[],
+        Relation::ChunkOf,
+    );
+    let summary = put(
+        &app,
+        "acme",
+        AssetKind::Summary,
+        "ann: tea drinker",
+        &[&a, &b],
+        Relation::SummaryOf,
+    );
+    let p = Principal::new("acme", "ann");
+    let r = registry_server::routes::deletion::delete_assets(
+        &app.state,
+        &p,
+        &[a.clone(), b.clone()],
+        DeletionLevel::Purged,
+        "test",
+    )
+    .unwrap();
+    assert!(
+        r.assets
+            .iter()
+            .any(|x| x.id == summary && x.regenerated_as.is_none())
+    );
+    assert!(app.state.store.get(&summary).unwrap().is_none());
+}
+
+#[test]
+fn receipts_are_tenant_bound_over_http() {
+    let app = TestApp::start();
+    let ka = app.key("acme", "ann", &[], &[]);
+    let kb = app.key("globex", "bob", &[], &[]);
+    put(
+        &app,
+        "acme",
+        AssetKind::Memory,
+        "ann prefers window seats",
+        &[],
+        Relation::ChunkOf,
+    );
+    let (s, r) = call(app.delete(&ka, "/v1/subjects/ann"));
+    assert_eq!(s, 200, "{r}");
+    let id = r["id"].as_str().unwrap().to_string();
+    let (s, got) = call(app.get(&ka, &format!("/v1/receipts/{id}")));
+    assert_eq!((s, got["status"].as_str()), (200, Some("completed")));
+    assert_error(
+        call(app.get(&kb, &format!("/v1/receipts/{id}"))),
+        404,
+        "NOT_FOUND",
+    );
+    assert_error(call(app.delete(&kb, "/v1/subjects/ann")), 403, "FORBIDDEN");
+}
