@@ -157,7 +157,10 @@ fn purge_walks_the_graph_and_leaves_no_byte_behind() {
     );
 
     let after = hits(&app, "acme", "zqxcanary4417");
-    assert!(!after.contains(&doc) && !after.contains(&chunk), "{after:?}");
+    assert!(
+        !after.contains(&doc) && !after.contains(&chunk),
+        "{after:?}"
+    );
     assert!(app.state.store.get(&doc).unwrap().is_none());
     app.state.store.checkpoint().unwrap();
     let found = files_containing(&app.state.config.data_dir, b"zqxcanary4417");
@@ -287,4 +290,64 @@ fn receipts_are_tenant_bound_over_http() {
         "NOT_FOUND",
     );
     assert_error(call(app.delete(&kb, "/v1/subjects/ann")), 403, "FORBIDDEN");
+}
+
+#[test]
+fn deleting_a_document_reaches_every_version_and_chunk() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let bob = app.key("globex", "bob", &["writer"], &[]);
+    let ingest = |content: &str, version: &str| {
+        let (s, out) = call(app.post(
+            &ann,
+            "/v1/knowledge/documents",
+            &json!({"source_id": "vault.md", "version": version, "format": "md", "content": content}),
+        ));
+        assert!(s == 201, "{out}");
+        out
+    };
+    let v1 = ingest("# Vault\n\nThe zqxvault1 combination is kept offline.", "1");
+    let id = v1["document_id"].as_str().unwrap().to_string();
+    ingest("# Vault\n\nThe zqxvault2 combination rotates monthly.", "2");
+    let other = ingest_other(&app, &ann);
+    assert_error(
+        call(app.delete(&bob, &format!("/v1/knowledge/documents/{id}"))),
+        404,
+        "NOT_FOUND",
+    );
+    let (s, receipt) = call(app.delete(&ann, &format!("/v1/knowledge/documents/{id}")));
+    assert_eq!(s, 200, "{receipt}");
+    assert_eq!(receipt["level_reached"], "purged");
+    let kinds: Vec<&str> = receipt["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.iter().filter(|k| **k == "chunk").count() >= 2,
+        "{kinds:?}"
+    );
+    assert_error(
+        call(app.get(&ann, &format!("/v1/knowledge/documents/{id}"))),
+        404,
+        "NOT_FOUND",
+    );
+    app.state.store.checkpoint().unwrap();
+    for canary in [&b"zqxvault1"[..], b"zqxvault2"] {
+        let found = files_containing(&app.state.config.data_dir, canary);
+        assert!(found.is_empty(), "canary still on disk in {found:?}");
+    }
+    let (s, still) = call(app.get(&ann, &format!("/v1/knowledge/documents/{other}")));
+    assert_eq!(s, 200, "an unrelated document must survive: {still}");
+}
+
+fn ingest_other(app: &TestApp, key: &Key) -> String {
+    let (s, out) = call(app.post(
+        key,
+        "/v1/knowledge/documents",
+        &json!({"source_id": "cafeteria.md", "format": "md", "content": "# Lunch\n\nThe cafeteria opens at noon."}),
+    ));
+    assert_eq!(s, 201, "{out}");
+    out["document_id"].as_str().unwrap().to_string()
 }

@@ -96,7 +96,11 @@ impl Default for Acl {
 impl TryFrom<Vec<String>> for Acl {
     type Error = CoreError;
     fn try_from(v: Vec<String>) -> CoreResult<Self> {
-        Acl::new(v.iter().map(|s| AclEntry::parse(s)).collect::<CoreResult<_>>()?)
+        Acl::new(
+            v.iter()
+                .map(|s| AclEntry::parse(s))
+                .collect::<CoreResult<_>>()?,
+        )
     }
 }
 
@@ -115,7 +119,10 @@ mod tests {
         let acl: Acl = serde_json::from_str(r#"["group:legal","user:ann"]"#).unwrap();
         assert!(acl.admits(&["public".into(), "group:legal".into()]));
         assert!(!acl.admits(&["public".into(), "user:bob".into()]));
-        assert_eq!(serde_json::to_string(&acl).unwrap(), r#"["user:ann","group:legal"]"#);
+        assert_eq!(
+            serde_json::to_string(&acl).unwrap(),
+            r#"["user:ann","group:legal"]"#
+        );
         assert!(serde_json::from_str::<Acl>("[]").is_err());
         assert!(serde_json::from_str::<Acl>(r#"["admin"]"#).is_err());
     }

@@ -192,7 +192,12 @@ pub struct AssetMeta {
 
 impl AssetMeta {
     /// A first version with sensible defaults; callers fill in the rest.
-    pub fn new(kind: AssetKind, scope: Scope, owner: impl Into<String>, source: SourceKind) -> Self {
+    pub fn new(
+        kind: AssetKind,
+        scope: Scope,
+        owner: impl Into<String>,
+        source: SourceKind,
+    ) -> Self {
         let now = Utc::now();
         AssetMeta {
             id: new_asset_id(),
@@ -257,12 +262,20 @@ mod tests {
         assert!(Trust::PlatformRule > Trust::AuthoritativeSystem);
         assert!(Trust::UserStatement > Trust::ModelInference);
         assert!(Sensitivity::Secret > Sensitivity::Confidential);
-        assert_eq!(SourceKind::ModelInference.default_trust(), Trust::ModelInference);
+        assert_eq!(
+            SourceKind::ModelInference.default_trust(),
+            Trust::ModelInference
+        );
     }
 
     #[test]
     fn valid_time() {
-        let mut m = AssetMeta::new(AssetKind::Memory, Scope::tenant("a"), "u", SourceKind::System);
+        let mut m = AssetMeta::new(
+            AssetKind::Memory,
+            Scope::tenant("a"),
+            "u",
+            SourceKind::System,
+        );
         let now = Utc::now();
         m.valid_from = Some(now);
         assert!(m.valid_at(now));

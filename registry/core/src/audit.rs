@@ -129,12 +129,7 @@ impl Default for ChainVerifier {
 
 impl ChainVerifier {
     pub fn push(&mut self, e: &AuditEvent) -> Result<(), ChainBreak> {
-        let fail = |reason: String| {
-            Err(ChainBreak {
-                seq: e.seq,
-                reason,
-            })
-        };
+        let fail = |reason: String| Err(ChainBreak { seq: e.seq, reason });
         if e.seq != self.expected_seq {
             return fail(format!(
                 "sequence gap: expected {}, found {}",

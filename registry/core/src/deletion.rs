@@ -120,8 +120,11 @@ pub trait ReceiptStore: Send + Sync {
 pub trait Regenerator: Send + Sync {
     /// A replacement for `child` built only from `remaining` parents (already committed and
     /// indexed by the implementation), or `None` when nothing useful is left.
-    fn regenerate(&self, child: &AssetRecord, remaining: &[AssetRecord])
-    -> CoreResult<Option<AssetId>>;
+    fn regenerate(
+        &self,
+        child: &AssetRecord,
+        remaining: &[AssetRecord],
+    ) -> CoreResult<Option<AssetId>>;
 }
 
 /// Blob digests an asset holds (skill archives, large bodies): by convention the string or
@@ -230,7 +233,10 @@ impl DeletionEngine<'_> {
             out.push(ReachedAsset {
                 kind: head.meta.kind,
                 via,
-                content_hashes: history.iter().map(|r| r.meta.content_hash.clone()).collect(),
+                content_hashes: history
+                    .iter()
+                    .map(|r| r.meta.content_hash.clone())
+                    .collect(),
                 versions: history.len() as u64,
                 stores: vec![],
                 regenerated_as: None,
@@ -255,17 +261,15 @@ impl DeletionEngine<'_> {
                 });
             }
         }
-        ops.push(WriteOp::Audit(
-            AuditDraft {
-                actor: r.actor.clone(),
-                tenant: r.tenant.clone(),
-                action: "deletion.revoke".into(),
-                asset_id: Some(r.id.clone()),
-                before_hash: None,
-                after_hash: None,
-                reason: Some(format!("{} ({} assets)", r.reason, r.assets.len())),
-            },
-        ));
+        ops.push(WriteOp::Audit(AuditDraft {
+            actor: r.actor.clone(),
+            tenant: r.tenant.clone(),
+            action: "deletion.revoke".into(),
+            asset_id: Some(r.id.clone()),
+            before_hash: None,
+            after_hash: None,
+            reason: Some(format!("{} ({} assets)", r.reason, r.assets.len())),
+        }));
         self.store.commit(ops)?;
         for a in &mut r.assets {
             a.stores = vec![StoreReach {
@@ -336,7 +340,10 @@ impl DeletionEngine<'_> {
             // Prove it: nothing of any reached asset is left in the store.
             for id in &ids {
                 if self.store.get(id)?.is_some() {
-                    return Err(CoreError::backend("deletion", format!("{id} survived the purge")));
+                    return Err(CoreError::backend(
+                        "deletion",
+                        format!("{id} survived the purge"),
+                    ));
                 }
             }
             r.level_reached = DeletionLevel::Purged;

@@ -36,9 +36,16 @@ impl Relation {
 
     pub fn parse(s: &str) -> Option<Self> {
         use Relation::*;
-        [ChunkOf, IndexedAs, ConsolidatedFrom, SummaryOf, Supersedes, Cites]
-            .into_iter()
-            .find(|r| r.as_str() == s)
+        [
+            ChunkOf,
+            IndexedAs,
+            ConsolidatedFrom,
+            SummaryOf,
+            Supersedes,
+            Cites,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
     }
 }
 

@@ -148,7 +148,11 @@ impl CoreError {
     pub fn details(&self) -> serde_json::Value {
         match self {
             CoreError::Validation { details, .. } => details.clone(),
-            CoreError::InvalidTransition { from, action, allowed } => serde_json::json!({
+            CoreError::InvalidTransition {
+                from,
+                action,
+                allowed,
+            } => serde_json::json!({
                 "state": from, "action": action, "allowed_transitions": allowed
             }),
             _ => serde_json::Value::Null,

@@ -13,7 +13,9 @@ pub mod scope;
 pub mod store;
 
 pub use acl::{Acl, AclEntry};
-pub use asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust};
+pub use asset::{
+    AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust,
+};
 pub use audit::{AuditDraft, AuditEvent};
 pub use derivation::{ChildStore, DerivationEdge, Relation};
 pub use error::{CoreError, CoreResult, ErrorCode};

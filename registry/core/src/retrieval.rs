@@ -92,7 +92,11 @@ pub struct ModelInfo {
 impl ModelInfo {
     /// The tag stored beside every vector this model made.
     pub fn tag(&self) -> String {
-        format!("{}@{}", self.name, &self.digest[..self.digest.len().min(16)])
+        format!(
+            "{}@{}",
+            self.name,
+            &self.digest[..self.digest.len().min(16)]
+        )
     }
 }
 
@@ -110,7 +114,8 @@ pub trait TextIndex: Send + Sync {
     fn upsert(&self, docs: &[TextDoc]) -> CoreResult<()>;
     /// Removes entries; they never match again once this returns.
     fn delete(&self, ids: &[AssetId]) -> CoreResult<()>;
-    fn search(&self, query: &str, filter: &VisibilityFilter, k: usize) -> CoreResult<Vec<ScoredId>>;
+    fn search(&self, query: &str, filter: &VisibilityFilter, k: usize)
+    -> CoreResult<Vec<ScoredId>>;
     /// Merges segments so that deleted entries are physically gone from disk.
     fn compact(&self) -> CoreResult<()>;
     fn len(&self) -> CoreResult<u64>;
@@ -125,8 +130,12 @@ pub trait VectorIndex: Send + Sync {
     fn upsert(&self, entries: &[VectorEntry]) -> CoreResult<()>;
     fn delete(&self, ids: &[AssetId]) -> CoreResult<()>;
     /// Cosine similarity (vectors are unit length), best first.
-    fn search(&self, vector: &[f32], filter: &VisibilityFilter, k: usize)
-    -> CoreResult<Vec<ScoredId>>;
+    fn search(
+        &self,
+        vector: &[f32],
+        filter: &VisibilityFilter,
+        k: usize,
+    ) -> CoreResult<Vec<ScoredId>>;
     /// Physically removes deleted vectors from storage.
     fn compact(&self) -> CoreResult<()>;
     /// Ids whose vectors were made by a model other than `model_tag` (for re-embedding).
@@ -153,7 +162,11 @@ mod tests {
             tags: vec!["class:semantic".into()],
         };
         assert!(f.admits(&k));
-        assert!(!f.clone().with_tags(vec!["class:episodic".into()]).admits(&k));
+        assert!(
+            !f.clone()
+                .with_tags(vec!["class:episodic".into()])
+                .admits(&k)
+        );
         k.scope_key = "t:globex".into();
         assert!(!f.admits(&k));
         k.scope_key = "t:acme".into();

@@ -54,8 +54,7 @@ pub struct Scope {
 fn valid_component(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 
@@ -101,7 +100,9 @@ impl Scope {
     /// Checks that components are well formed and that nothing sits below a missing tenant.
     pub fn validate(&self) -> CoreResult<()> {
         if self.tenant.is_none() && self.level() != ScopeLevel::Global {
-            return Err(CoreError::validation("a scope below global must name its tenant"));
+            return Err(CoreError::validation(
+                "a scope below global must name its tenant",
+            ));
         }
         for (name, v) in self.parts() {
             if let Some(v) = v
@@ -129,7 +130,11 @@ impl Scope {
                 out.push_str(v);
             }
         }
-        if out.is_empty() { "global".to_string() } else { out }
+        if out.is_empty() {
+            "global".to_string()
+        } else {
+            out
+        }
     }
 
     /// Keys of this scope and every ancestor, from global down to this one.
@@ -160,7 +165,9 @@ impl Scope {
     pub fn distance_to(&self, descendant: &Scope) -> Option<usize> {
         let path = descendant.path_keys();
         let key = self.key();
-        path.iter().position(|k| *k == key).map(|i| path.len() - 1 - i)
+        path.iter()
+            .position(|k| *k == key)
+            .map(|i| path.len() - 1 - i)
     }
 }
 

@@ -22,7 +22,9 @@ impl FsBlobStore {
 
     fn path_of(&self, digest: &str) -> CoreResult<PathBuf> {
         if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(CoreError::validation(format!("not a sha256 digest: {digest:?}")));
+            return Err(CoreError::validation(format!(
+                "not a sha256 digest: {digest:?}"
+            )));
         }
         let d = digest.to_ascii_lowercase();
         Ok(self.root.join(&d[..2]).join(&d[2..]))

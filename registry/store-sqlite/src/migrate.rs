@@ -7,7 +7,10 @@ use crate::{StoreError, StoreResult};
 /// Every migration in order; index + 1 is its number. Never edit a released entry.
 pub const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init", include_str!("../migrations/0001_init.sql")),
-    ("0002_receipts", include_str!("../migrations/0002_receipts.sql")),
+    (
+        "0002_receipts",
+        include_str!("../migrations/0002_receipts.sql"),
+    ),
     ("0003_jobs", include_str!("../migrations/0003_jobs.sql")),
 ];
 

@@ -40,7 +40,9 @@ pub struct SqliteStore {
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore").field("path", &self.path).finish()
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -62,7 +64,9 @@ fn ts(t: &DateTime<Utc>) -> String {
 fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .map(|d| d.with_timezone(&Utc))
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+        .map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+        })
 }
 
 fn conflict(e: rusqlite::Error) -> CoreError {
@@ -192,9 +196,11 @@ impl SqliteStore {
 /// Appends one audit event inside `tx`, chaining it to the last one.
 pub(crate) fn append_audit(tx: &Transaction<'_>, draft: AuditDraft) -> CoreResult<AuditEvent> {
     let last: Option<(u64, String)> = tx
-        .query_row("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .optional()
         .map_err(be)?;
     let (seq, prev) = match last {
@@ -240,8 +246,11 @@ fn put_version(tx: &Transaction<'_>, rec: &AssetRecord) -> CoreResult<()> {
             m.id, m.version
         )));
     }
-    tx.execute("UPDATE assets SET is_head = 0 WHERE id = ?1 AND is_head = 1", [&m.id])
-        .map_err(be)?;
+    tx.execute(
+        "UPDATE assets SET is_head = 0 WHERE id = ?1 AND is_head = 1",
+        [&m.id],
+    )
+    .map_err(be)?;
     tx.execute(
         "INSERT INTO assets (id, version, kind, tenant, scope_key, owner, status, lookup_key,
             content_hash, created_at, expires_at, is_head, meta, body)
@@ -407,7 +416,11 @@ impl AssetStore for SqliteStore {
             push(&mut sql, " AND owner = ?", V::Text(o.clone()));
         }
         if let Some(e) = &q.expires_before {
-            push(&mut sql, " AND expires_at IS NOT NULL AND expires_at <= ?", V::Text(ts(e)));
+            push(
+                &mut sql,
+                " AND expires_at IS NOT NULL AND expires_at <= ?",
+                V::Text(ts(e)),
+            );
         }
         let mut in_list = |sql: &mut String, col: &str, vals: Vec<String>| {
             if vals.is_empty() {
@@ -428,7 +441,11 @@ impl AssetStore for SqliteStore {
             in_list(&mut sql, "scope_key", s.clone());
         }
         if let Some(s) = &q.statuses {
-            in_list(&mut sql, "status", s.iter().map(|x| x.as_str().to_string()).collect());
+            in_list(
+                &mut sql,
+                "status",
+                s.iter().map(|x| x.as_str().to_string()).collect(),
+            );
         }
         if let Some(ids) = &q.ids {
             in_list(&mut sql, "id", ids.clone());
@@ -639,7 +656,14 @@ impl ReceiptStore for SqliteStore {
                 "INSERT INTO receipts (id, tenant, status, created_at, updated_at, receipt)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (id) DO UPDATE SET status = ?3, updated_at = ?5, receipt = ?6",
-                params![r.id, r.tenant, status, ts(&r.started_at), ts(&r.updated_at), json],
+                params![
+                    r.id,
+                    r.tenant,
+                    status,
+                    ts(&r.started_at),
+                    ts(&r.updated_at),
+                    json
+                ],
             )
             .map_err(be)?;
             Ok(())
@@ -648,10 +672,13 @@ impl ReceiptStore for SqliteStore {
 
     fn get_receipt(&self, id: &str) -> CoreResult<Option<Receipt>> {
         let json: Option<String> = self.read(|c| {
-            c.query_row("SELECT receipt FROM receipts WHERE id = ?1", [id], |r| r.get(0))
-                .optional()
+            c.query_row("SELECT receipt FROM receipts WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
         })?;
-        json.map(|j| serde_json::from_str(&j).map_err(be)).transpose()
+        json.map(|j| serde_json::from_str(&j).map_err(be))
+            .transpose()
     }
 
     fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>> {

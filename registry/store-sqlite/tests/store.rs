@@ -65,7 +65,8 @@ fn versions_are_immutable_and_history_keeps_them_all() {
     let mut v3 = v1.clone();
     v3.meta.version = 3;
     assert!(matches!(
-        s.commit(vec![WriteOp::PutVersion(Box::new(v3))]).unwrap_err(),
+        s.commit(vec![WriteOp::PutVersion(Box::new(v3))])
+            .unwrap_err(),
         CoreError::Conflict(_)
     ));
     let mut v2 = record("likes coffee", "acme");

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
+
 use registry_core::store::AssetStore;
 use registry_knowledge::{IngestRequest, KnowledgeConfig, KnowledgeService, SearchRequest};
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,13 @@ use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(ingest_document, get_document, list_documents, search_knowledge),
+    paths(
+        ingest_document,
+        get_document,
+        delete_document,
+        list_documents,
+        search_knowledge
+    ),
     components(schemas(
         IngestBody,
         SearchBody,
@@ -35,7 +42,10 @@ pub fn router() -> Router<AppState> {
             "/v1/knowledge/documents",
             post(ingest_document).get(list_documents),
         )
-        .route("/v1/knowledge/documents/{id}", get(get_document))
+        .route(
+            "/v1/knowledge/documents/{id}",
+            get(get_document).delete(delete_document),
+        )
         .route("/v1/knowledge/search", post(search_knowledge))
 }
 
@@ -167,6 +177,41 @@ pub async fn get_document(
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
         .blocking(move |s| Ok(axum::Json(to_json(&service(s).get_document(&p, &id)?)?)))
+        .await
+}
+
+/// Deletes a document (every version), its chunks and their index entries, down to the
+/// purged level, and returns the deletion receipt. Needs the writer role in the document's
+/// scope; a document the caller cannot see answers 404.
+#[utoipa::path(delete, path = "/v1/knowledge/documents/{id}", security(("bearer" = [])),
+    params(("id" = String, Path, description = "document id")),
+    responses((status = 200, description = "the deletion receipt", body = Object),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn delete_document(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<registry_core::deletion::Receipt>> {
+    state
+        .blocking(move |s| {
+            let doc = crate::routes::system::visible_record(s.store.as_ref(), &p, &id)?;
+            if doc.meta.kind != registry_core::asset::AssetKind::Document {
+                return Err(ApiError::not_found(format!("no document {id}")));
+            }
+            if !p.can_write_into(&doc.meta.scope) {
+                return Err(ApiError::forbidden(
+                    "the writer role in the document's scope is required",
+                ));
+            }
+            let receipt = crate::routes::deletion::delete_assets(
+                s,
+                &p,
+                std::slice::from_ref(&id),
+                registry_core::deletion::DeletionLevel::Purged,
+                "document deleted",
+            )?;
+            Ok(axum::Json(receipt))
+        })
         .await
 }
 
