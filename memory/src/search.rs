@@ -165,9 +165,9 @@ impl MemoryService {
             });
         }
         let ids: Vec<String> = hits.iter().map(|h| h.asset_id.clone()).collect();
+        // By id only: the primary key answers it; adding kind/tenant lets SQLite pick a
+        // tenant-wide index instead. Kind and visibility are checked per record below.
         let recs = self.store.find(&AssetQuery {
-            kind: Some(AssetKind::Memory),
-            tenant: Some(p.tenant.clone()),
             ids: Some(ids.clone()),
             statuses: Some(SERVABLE.to_vec()),
             heads_only: true,
@@ -189,7 +189,8 @@ impl MemoryService {
             };
             let m = &rec.meta;
             // Defence in depth: the indexes filtered already; the store decides.
-            if !SERVABLE.contains(&m.status)
+            if m.kind != AssetKind::Memory
+                || !SERVABLE.contains(&m.status)
                 || m.status == AssetStatus::Revoked
                 || !p.can_see(&m.scope, &m.acl)
                 || m.is_expired_at(now)

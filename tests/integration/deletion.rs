@@ -351,3 +351,95 @@ fn ingest_other(app: &TestApp, key: &Key) -> String {
     assert_eq!(s, 201, "{out}");
     out["document_id"].as_str().unwrap().to_string()
 }
+
+#[test]
+fn retention_purges_what_expired_and_keeps_the_rest() {
+    let app = TestApp::start();
+    let old = put(
+        &app,
+        "acme",
+        AssetKind::Memory,
+        "zqxexpired parking spot B7",
+        &[],
+        Relation::ChunkOf,
+    );
+    let keep = put(
+        &app,
+        "acme",
+        AssetKind::Memory,
+        "ann parks in spot C2",
+        &[],
+        Relation::ChunkOf,
+    );
+    // Give `old` a retention date in the past: a new version, as versions are immutable.
+    let mut rec = app.state.store.get(&old).unwrap().unwrap();
+    rec.meta.version = 2;
+    rec.meta.expires_at = Some(chrono::Utc::now() - chrono::Duration::seconds(5));
+    app.state
+        .store
+        .commit(vec![WriteOp::PutVersion(Box::new(rec))])
+        .unwrap();
+    let report = registry_server::jobs::run_job(&app.state, "retention").unwrap();
+    assert_eq!(report.outcome, "ok", "{report:?}");
+    assert_eq!(report.counts["assets_purged"], 1);
+    assert!(app.state.store.get(&old).unwrap().is_none());
+    assert!(app.state.store.get(&keep).unwrap().is_some());
+    app.state.store.checkpoint().unwrap();
+    assert!(files_containing(&app.state.config.data_dir, b"zqxexpired").is_empty());
+    // Rerunning finds nothing more to do.
+    let again = registry_server::jobs::run_job(&app.state, "retention").unwrap();
+    assert_eq!(again.counts["assets_purged"], 0);
+}
+
+#[test]
+fn a_deletion_interrupted_after_revoke_is_finished_by_the_purge_job() {
+    let app = TestApp::start();
+    let doc = put(
+        &app,
+        "acme",
+        AssetKind::Document,
+        "zqxhalfway launch codes",
+        &[],
+        Relation::ChunkOf,
+    );
+    let chunk = put(
+        &app,
+        "acme",
+        AssetKind::Chunk,
+        "zqxhalfway launch codes",
+        &[&doc],
+        Relation::ChunkOf,
+    );
+    let p = Principal::new("acme", "ann");
+    // The state a crash leaves behind: revoked, receipt in progress, target purged.
+    let mut r = registry_server::routes::deletion::delete_assets(
+        &app.state,
+        &p,
+        std::slice::from_ref(&doc),
+        DeletionLevel::Revoked,
+        "test",
+    )
+    .unwrap();
+    r.target = DeletionLevel::Purged;
+    r.status = ReceiptStatus::InProgress;
+    r.finished_at = None;
+    app.state.store.put_receipt(&r).unwrap();
+    let report = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    assert_eq!(report.counts["receipts_completed"], 1, "{report:?}");
+    let done = app.state.store.get_receipt(&r.id).unwrap().unwrap();
+    assert_eq!(done.level_reached, DeletionLevel::Purged);
+    assert_eq!(done.counts.assets, 2);
+    assert!(app.state.store.get(&chunk).unwrap().is_none());
+    // A second run has nothing left to finish, and the outcome stands.
+    let again = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    assert_eq!(again.counts["receipts_completed"], 0);
+    assert_eq!(
+        app.state
+            .store
+            .get_receipt(&r.id)
+            .unwrap()
+            .unwrap()
+            .level_reached,
+        DeletionLevel::Purged
+    );
+}

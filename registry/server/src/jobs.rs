@@ -3,7 +3,7 @@
 //! `run_job(state, name)` records the start, runs the job, and records the end with its counts
 //! or error. A run killed midway stays `running` in the table; every job is written so that
 //! rerunning it finishes what the dead run left (see `registry_memory::jobs`). Other jobs
-//! (purge, retention, reindex, compact) plug in at [`run_named`].
+//! (purge, retention, compact) plug in at [`run_named`].
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use crate::memstats::SqliteStats;
 use crate::state::AppState;
 
 /// Jobs this runner knows.
-pub const JOBS: &[&str] = &["consolidate", "decay"];
+pub const JOBS: &[&str] = &["consolidate", "decay", "purge", "retention", "compact"];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobReport {
@@ -72,8 +72,61 @@ fn run_named(state: &AppState, name: &str) -> anyhow::Result<serde_json::Value> 
             Ok(serde_json::to_value(svc.consolidate(since)?)?)
         }
         "decay" => Ok(serde_json::to_value(svc.decay(Utc::now())?)?),
+        "purge" => purge(state),
+        "retention" => retention(state),
+        "compact" => {
+            use registry_core::retrieval::{TextIndex, VectorIndex};
+            state.text.compact()?;
+            state.vectors.compact()?;
+            state.store.checkpoint()?;
+            Ok(serde_json::json!({ "compacted": ["text_index", "vector_index", "sqlite_wal"] }))
+        }
         other => anyhow::bail!("unknown job {other:?} (known: {})", JOBS.join(", ")),
     }
+}
+
+/// Finishes every deletion a crash interrupted (each receipt resumes from its last stage).
+fn purge(state: &AppState) -> anyhow::Result<serde_json::Value> {
+    let done = crate::routes::deletion::resume_unfinished(state)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    Ok(serde_json::json!({
+        "receipts_completed": done.len(),
+        "receipts": done.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+    }))
+}
+
+/// Deletes, down to the purged level, every asset whose retention (`expires_at`) has passed,
+/// one receipt per tenant.
+fn retention(state: &AppState) -> anyhow::Result<serde_json::Value> {
+    use registry_core::deletion::DeletionLevel;
+    use registry_core::store::{AssetQuery, AssetStore};
+    let expired = state.store.find(&AssetQuery {
+        expires_before: Some(Utc::now()),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    let mut by_tenant: std::collections::BTreeMap<Option<String>, Vec<String>> = Default::default();
+    for r in expired {
+        by_tenant
+            .entry(r.meta.scope.tenant.clone())
+            .or_default()
+            .push(r.meta.id);
+    }
+    let mut receipts = vec![];
+    let mut assets = 0;
+    for (tenant, ids) in by_tenant {
+        let engine = crate::routes::deletion::engine(state, state.regenerator());
+        let r = engine.delete(
+            tenant.as_deref(),
+            "retention",
+            "retention period expired",
+            &ids,
+            DeletionLevel::Purged,
+        )?;
+        assets += r.counts.assets;
+        receipts.push(r.id);
+    }
+    Ok(serde_json::json!({ "assets_purged": assets, "receipts": receipts }))
 }
 
 /// Runs one job and records the run. Unknown names fail before anything is recorded.
@@ -126,6 +179,8 @@ pub fn spawn_scheduler(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     for (name, secs) in [
         ("consolidate", cfg.consolidate_interval_secs),
         ("decay", cfg.decay_interval_secs),
+        ("retention", cfg.retention_interval_secs),
+        ("purge", cfg.purge_interval_secs),
     ] {
         if secs == 0 {
             continue;

@@ -116,8 +116,30 @@ fn main() -> anyhow::Result<()> {
         Arc::new(SqliteStats(state.store.clone())),
     );
     let ann = Principal::new("acme", "ann");
-    let mut rng = rand::rng();
     println!("memory-bench: data dir {}", dir.display());
+    let search_only = args.iter().any(|a| a == "--search-only");
+    if !search_only {
+        write_and_bulk(&state, &svc, &ann, total, in_user)?;
+    }
+    search_bench(&svc, &ann)?;
+    drop(svc);
+    drop(state);
+    if dir == tmp {
+        let _ = std::fs::remove_dir_all(&tmp);
+    } else {
+        let _ = std::fs::remove_dir(&tmp);
+    }
+    Ok(())
+}
+
+fn write_and_bulk(
+    state: &AppState,
+    svc: &MemoryService,
+    ann: &Principal,
+    total: usize,
+    in_user: usize,
+) -> anyhow::Result<()> {
+    let mut rng = rand::rng();
 
     // 1. Writes through the gate, one sentence each, real embedder.
     let n_writes = 200;
@@ -129,7 +151,7 @@ fn main() -> anyhow::Result<()> {
             "class": "episodic", "content": text
         }))?;
         let t = Instant::now();
-        let out = svc.write(&ann, &req, None)?;
+        let out = svc.write(ann, &req, None)?;
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
         *decisions
             .entry(out.decision.as_str().to_string())
@@ -152,8 +174,6 @@ fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         std::thread::scope(|s| {
             for chunk in texts.chunks(8) {
-                let svc = &svc;
-                let ann = &ann;
                 s.spawn(move || {
                     for text in chunk {
                         let req: WriteRequest = serde_json::from_value(
@@ -277,7 +297,10 @@ fn main() -> anyhow::Result<()> {
         state.vectors.len()?
     );
 
-    // 4. Search as ann.
+    Ok(())
+}
+
+fn search_bench(svc: &MemoryService, ann: &Principal) -> anyhow::Result<()> {
     let n_search = 200;
     let mut lat = vec![];
     let mut hits = 0;
@@ -289,7 +312,7 @@ fn main() -> anyhow::Result<()> {
         );
         let req: SearchRequest = serde_json::from_value(serde_json::json!({"query": q, "k": 10}))?;
         let t = Instant::now();
-        let res = svc.search(&ann, &req)?;
+        let res = svc.search(ann, &req)?;
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
         hits += res.hits.len();
     }
@@ -299,11 +322,6 @@ fn main() -> anyhow::Result<()> {
         pct(&mut lat, 0.95),
         hits as f64 / n_search as f64
     );
-    drop(svc);
-    drop(state);
-    if dir == tmp {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
     Ok(())
 }
 
