@@ -443,3 +443,41 @@ fn a_deletion_interrupted_after_revoke_is_finished_by_the_purge_job() {
         DeletionLevel::Purged
     );
 }
+
+#[test]
+fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let (s, w) = call(app.post(
+        &ann,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann's locker code is zqxlocker8842"}),
+    ));
+    assert!(s == 200 || s == 201, "{w}");
+    let id = w["id"].as_str().unwrap().to_string();
+    let (s, keep) = call(app.post(
+        &ann,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann prefers the north entrance"}),
+    ));
+    assert!(s == 200 || s == 201, "{keep}");
+    assert_error(
+        call(app.delete(&ann, &format!("/v1/memories/{id}?level=everything"))),
+        422,
+        "VALIDATION_FAILED",
+    );
+    let (s, r) = call(app.delete(&ann, &format!("/v1/memories/{id}?level=purged")));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["receipt"]["level_reached"], "purged", "{r}");
+    assert_error(
+        call(app.get(&ann, &format!("/v1/memories/{id}"))),
+        404,
+        "NOT_FOUND",
+    );
+    app.state.store.checkpoint().unwrap();
+    let found = files_containing(&app.state.config.data_dir, b"zqxlocker8842");
+    assert!(found.is_empty(), "canary still on disk in {found:?}");
+    let kid = keep["id"].as_str().unwrap();
+    let (s, _) = call(app.get(&ann, &format!("/v1/memories/{kid}")));
+    assert_eq!(s, 200);
+}

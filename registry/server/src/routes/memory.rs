@@ -296,17 +296,52 @@ pub async fn reject(
         .await
 }
 
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteParams {
+    /// How far: `revoked` (default: no further read, removed from both indexes) or `purged`
+    /// (also every version, edge and derived record gone from disk, with a receipt).
+    pub level: Option<String>,
+}
+
 /// Revokes a memory now: no further read in search or context, removed from both indexes.
+/// With `?level=purged` the deletion also follows every derivation edge and purges, and the
+/// answer carries the deletion receipt.
 #[utoipa::path(delete, path = "/v1/memories/{id}", security(("bearer" = [])),
-    params(("id" = String, Path, description = "memory id")),
+    params(("id" = String, Path, description = "memory id"), DeleteParams),
     responses((status = 200, body = MemoryItem), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn revoke(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
+    Query(q): Query<DeleteParams>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
+    let purge = match q.level.as_deref() {
+        None | Some("revoked") => false,
+        Some("purged") => true,
+        Some(other) => {
+            return Err(
+                ApiError::validation(format!("unknown level {other:?} (revoked, purged)"))
+                    .with_details(serde_json::json!({"field": "level"})),
+            );
+        }
+    };
     state
-        .blocking(move |s| json(memory_service(s).revoke(&p, &id)?))
+        .blocking(move |s| {
+            // The service checks visibility and the right to delete, then revokes.
+            let axum::Json(mut answer) = json(memory_service(s).revoke(&p, &id)?)?;
+            if purge {
+                let receipt = crate::routes::deletion::delete_assets(
+                    s,
+                    &p,
+                    std::slice::from_ref(&id),
+                    registry_core::deletion::DeletionLevel::Purged,
+                    "memory deleted",
+                )?;
+                answer["receipt"] = serde_json::to_value(receipt).map_err(ApiError::internal)?;
+            }
+            Ok(axum::Json(answer))
+        })
         .await
 }
