@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
+use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
 use registry_core::audit::AuditDraft;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
@@ -751,8 +751,15 @@ impl KnowledgeService {
     /// Re-embeds and re-indexes every servable chunk (after a crash between a commit and its
     /// index writes, or a model change). Returns the number of chunks indexed.
     pub fn reindex(&self) -> Result<usize> {
+        self.reindex_only(None)
+    }
+
+    /// Like [`Self::reindex`], restricted to `ids` when given (e.g. the chunks whose vectors
+    /// another model made).
+    pub fn reindex_only(&self, ids: Option<Vec<AssetId>>) -> Result<usize> {
         let chunks = self.store.find(&AssetQuery {
             kind: Some(AssetKind::Chunk),
+            ids,
             heads_only: true,
             statuses: Some(vec![
                 AssetStatus::Active,

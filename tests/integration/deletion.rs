@@ -481,3 +481,81 @@ fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
     let (s, _) = call(app.get(&ann, &format!("/v1/memories/{kid}")));
     assert_eq!(s, 200);
 }
+
+#[test]
+fn reindex_re_embeds_what_another_model_made() {
+    use registry_core::retrieval::{VectorEntry, VectorIndex};
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let (s, m) = call(app.post(
+        &ann,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann's favourite ferry leaves at dawn"}),
+    ));
+    assert!(s == 200 || s == 201, "{m}");
+    let mid = m["id"].as_str().unwrap().to_string();
+    let (s, d) = call(app.post(
+        &ann,
+        "/v1/knowledge/documents",
+        &json!({"source_id": "ferry.md", "format": "md", "content": "# Ferries\n\nThe harbour ferry runs hourly."}),
+    ));
+    assert_eq!(s, 201, "{d}");
+    let (_, doc) = call(app.get(
+        &ann,
+        &format!(
+            "/v1/knowledge/documents/{}",
+            d["document_id"].as_str().unwrap()
+        ),
+    ));
+    let cid = doc["chunks"][0]["id"].as_str().unwrap().to_string();
+    // Pretend an older model made these two vectors.
+    let old = |id: &str, kind: AssetKind| VectorEntry {
+        keys: IndexKeys {
+            asset_id: id.to_string(),
+            kind,
+            scope_key: "t:acme".into(),
+            acl_keys: vec!["public".into()],
+            tags: vec![],
+        },
+        vector: {
+            let mut v = vec![0.0f32; 384];
+            v[0] = 1.0;
+            v
+        },
+        model: "old-model@0000".into(),
+    };
+    app.state
+        .vectors
+        .upsert(&[old(&mid, AssetKind::Memory), old(&cid, AssetKind::Chunk)])
+        .unwrap();
+    let tag = registry_core::retrieval::Embedder::info(app.state.embedder.as_ref()).tag();
+    assert_eq!(
+        app.state.vectors.ids_not_made_by(&tag, 10).unwrap().len(),
+        2
+    );
+    let report = registry_server::jobs::run_job(&app.state, "reindex").unwrap();
+    assert_eq!(report.outcome, "ok", "{report:?}");
+    assert_eq!(
+        (
+            report.counts["memories"].as_u64(),
+            report.counts["chunks"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert!(
+        app.state
+            .vectors
+            .ids_not_made_by(&tag, 10)
+            .unwrap()
+            .is_empty()
+    );
+    // The re-embedded vectors are real again: the vector leg alone finds both.
+    let (_, found) = call(app.post(
+        &ann,
+        "/v1/knowledge/search",
+        &json!({"query": "how often does the harbour ferry run", "legs": "vector_only"}),
+    ));
+    assert!(found.to_string().contains(&cid), "{found}");
+    let again = registry_server::jobs::run_job(&app.state, "reindex").unwrap();
+    assert_eq!(again.counts["chunks"], 0);
+}

@@ -17,7 +17,14 @@ use crate::memstats::SqliteStats;
 use crate::state::AppState;
 
 /// Jobs this runner knows.
-pub const JOBS: &[&str] = &["consolidate", "decay", "purge", "retention", "compact"];
+pub const JOBS: &[&str] = &[
+    "consolidate",
+    "decay",
+    "purge",
+    "retention",
+    "reindex",
+    "compact",
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobReport {
@@ -73,6 +80,7 @@ fn run_named(state: &AppState, name: &str) -> anyhow::Result<serde_json::Value> 
         }
         "decay" => Ok(serde_json::to_value(svc.decay(Utc::now())?)?),
         "purge" => purge(state),
+        "reindex" => reindex(state),
         "retention" => retention(state),
         "compact" => {
             use registry_core::retrieval::{TextIndex, VectorIndex};
@@ -83,6 +91,61 @@ fn run_named(state: &AppState, name: &str) -> anyhow::Result<serde_json::Value> 
         }
         other => anyhow::bail!("unknown job {other:?} (known: {})", JOBS.join(", ")),
     }
+}
+
+/// Re-embeds every entry whose vector another model made (the model tag is stored beside
+/// each vector), memories and knowledge chunks alike. Idempotent: a rerun finds nothing.
+fn reindex(state: &AppState) -> anyhow::Result<serde_json::Value> {
+    use registry_core::asset::AssetKind;
+    use registry_core::retrieval::{Embedder, VectorIndex};
+    use registry_core::store::{AssetQuery, AssetStore};
+    let tag = state.embedder.info().tag();
+    let mut memories = 0;
+    let mut chunks = 0;
+    let mut other = 0;
+    loop {
+        let stale = state.vectors.ids_not_made_by(&tag, 512)?;
+        if stale.is_empty() {
+            break;
+        }
+        let recs = state.store.find(&AssetQuery {
+            ids: Some(stale.clone()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let mem: Vec<_> = recs
+            .iter()
+            .filter(|r| r.meta.kind == AssetKind::Memory)
+            .cloned()
+            .collect();
+        let chunk_ids: Vec<String> = recs
+            .iter()
+            .filter(|r| r.meta.kind == AssetKind::Chunk)
+            .map(|r| r.meta.id.clone())
+            .collect();
+        let before = (memories, chunks);
+        memories += memory_service(state).reindex(&mem)?;
+        if !chunk_ids.is_empty() {
+            chunks += crate::routes::knowledge::service(state).reindex_only(Some(chunk_ids))?;
+        }
+        // Vectors with no servable asset behind them (revoked, superseded) are dropped
+        // rather than re-embedded, so the loop always makes progress.
+        let left = state.vectors.ids_not_made_by(&tag, 512)?;
+        let stuck: Vec<String> = left.into_iter().filter(|id| stale.contains(id)).collect();
+        if !stuck.is_empty() {
+            other += stuck.len();
+            state.vectors.delete(&stuck)?;
+        }
+        if before == (memories, chunks) && stuck.is_empty() {
+            break;
+        }
+    }
+    Ok(serde_json::json!({
+        "model": tag,
+        "memories": memories,
+        "chunks": chunks,
+        "dropped_unservable": other,
+    }))
 }
 
 /// Finishes every deletion a crash interrupted (each receipt resumes from its last stage).
