@@ -444,23 +444,24 @@ fn a_deletion_interrupted_after_revoke_is_finished_by_the_purge_job() {
     );
 }
 
+/// Writes a semantic memory through the gate and returns its id.
+#[track_caller]
+fn remember(app: &TestApp, key: &Key, content: &str) -> String {
+    let (s, w) = call(app.post(
+        key,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": content}),
+    ));
+    assert!(s == 200 || s == 201, "{w}");
+    w["id"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
-    let (s, w) = call(app.post(
-        &ann,
-        "/v1/memories",
-        &json!({"class": "semantic", "content": "Ann's locker code is zqxlocker8842"}),
-    ));
-    assert!(s == 200 || s == 201, "{w}");
-    let id = w["id"].as_str().unwrap().to_string();
-    let (s, keep) = call(app.post(
-        &ann,
-        "/v1/memories",
-        &json!({"class": "semantic", "content": "Ann prefers the north entrance"}),
-    ));
-    assert!(s == 200 || s == 201, "{keep}");
+    let id = remember(&app, &ann, "Ann's locker code is zqxlocker8842");
+    let kid = remember(&app, &ann, "Ann prefers the north entrance");
     assert_error(
         call(app.delete(&ann, &format!("/v1/memories/{id}?level=everything"))),
         422,
@@ -477,7 +478,6 @@ fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
     app.state.store.checkpoint().unwrap();
     let found = files_containing(&app.state.config.data_dir, b"zqxlocker8842");
     assert!(found.is_empty(), "canary still on disk in {found:?}");
-    let kid = keep["id"].as_str().unwrap();
     let (s, _) = call(app.get(&ann, &format!("/v1/memories/{kid}")));
     assert_eq!(s, 200);
 }
@@ -487,13 +487,7 @@ fn reindex_re_embeds_what_another_model_made() {
     use registry_core::retrieval::{VectorEntry, VectorIndex};
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
-    let (s, m) = call(app.post(
-        &ann,
-        "/v1/memories",
-        &json!({"class": "semantic", "content": "Ann's favourite ferry leaves at dawn"}),
-    ));
-    assert!(s == 200 || s == 201, "{m}");
-    let mid = m["id"].as_str().unwrap().to_string();
+    let mid = remember(&app, &ann, "Ann's favourite ferry leaves at dawn");
     let (s, d) = call(app.post(
         &ann,
         "/v1/knowledge/documents",
