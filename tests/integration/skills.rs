@@ -704,3 +704,48 @@ fn skills_are_tenant_isolated_and_global_skills_need_an_admin() {
         "FORBIDDEN",
     );
 }
+
+#[test]
+fn deleting_a_draft_purges_it_and_keeps_a_shared_archive() {
+    let app = TestApp::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let bob = app.key("globex", "bob", &["writer"], &[]);
+    // A plain Agent Skills directory (no skill.toml): two versions share one archive.
+    let dir = tmp.path().join("tide-tables");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: tide-tables\ndescription: Reads zqxtide7731 tide tables. Use for harbour planning.\n---\nSteps.\n",
+    )
+    .unwrap();
+    let (bytes, _) = pack(&dir);
+    assert_eq!(publish(&app, &ann, &bytes, Some("1.0.0")).0, 201);
+    assert_eq!(publish(&app, &ann, &bytes, Some("1.1.0")).0, 201);
+    let (s, _) = call(app.get(&ann, &vpath("tide-tables", "1.0.0", "instructions")));
+    assert_eq!(s, 200);
+    assert_error(
+        call(app.delete(&bob, "/v1/skills/tide-tables/versions/1.0.0")),
+        404,
+        "NOT_FOUND",
+    );
+    let (s, r) = call(app.delete(&ann, "/v1/skills/tide-tables/versions/1.0.0"));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["level_reached"], "purged");
+    assert_error(
+        call(app.get(&ann, &vpath("tide-tables", "1.0.0", "instructions"))),
+        404,
+        "NOT_FOUND",
+    );
+    // The other version still loads: its archive was shared and is kept.
+    let (s, body) = call(app.get(&ann, &vpath("tide-tables", "1.1.0", "instructions")));
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(r["counts"]["blobs"], 0, "{r}");
+    // Deleting the last one removes the archive and every stored byte of the description.
+    let (s, r) = call(app.delete(&ann, "/v1/skills/tide-tables/versions/1.1.0"));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["counts"]["blobs"], 1, "{r}");
+    app.state.store.checkpoint().unwrap();
+    let blobs = walk_files(&app.state.config.data_dir.join("blobs"));
+    assert_eq!(blobs, 0, "archive blob left behind");
+}

@@ -321,10 +321,18 @@ impl DeletionEngine<'_> {
             self.vectors.compact()?;
             let mut blob_count = 0;
             for a in &mut r.assets {
+                let mut kept = vec![];
                 for d in &a.blobs {
+                    // Blobs are content-addressed and may be shared by an asset that stays
+                    // (identical archives, another tenant's): only an unreferenced one goes.
+                    if self.blob_still_referenced(a.kind, d)? {
+                        kept.push(d.clone());
+                        continue;
+                    }
                     self.blobs.delete(d)?;
                     blob_count += 1;
                 }
+                a.blobs.retain(|d| !kept.contains(d));
                 for s in &mut a.stores {
                     s.level = DeletionLevel::Purged;
                 }
@@ -352,6 +360,15 @@ impl DeletionEngine<'_> {
         r.finished_at = Some(Utc::now());
         self.save(&mut r)?;
         Ok(r)
+    }
+
+    /// Whether any stored asset of `kind` (the purged ones are gone already) holds blob `d`.
+    fn blob_still_referenced(&self, kind: AssetKind, d: &str) -> CoreResult<bool> {
+        let all = self.store.find(&crate::store::AssetQuery {
+            kind: Some(kind),
+            ..Default::default()
+        })?;
+        Ok(all.iter().any(|r| blob_digests(r).iter().any(|x| x == d)))
     }
 
     fn save(&self, r: &mut Receipt) -> CoreResult<()> {

@@ -30,6 +30,7 @@ use crate::state::AppState;
         publish,
         select,
         get_version,
+        delete_version,
         record_tests,
         review,
         promote,
@@ -87,7 +88,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/skills/{name}", get(select))
         .route("/v1/skills/{name}/rollback", post(rollback))
-        .route(v, get(get_version))
+        .route(v, get(get_version).delete(delete_version))
         .route(&format!("{v}/test-results"), post(record_tests))
         .route(&format!("{v}/review"), post(review))
         .route(&format!("{v}/promote"), post(promote))
@@ -441,6 +442,36 @@ pub async fn deprecate(
         svc::deprecate(s, p, &v.name, &v.version, req)
     })
     .await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DeleteVersionParams {
+    /// Why (required for an admin deleting a released version; kept in the receipt and audit).
+    pub reason: Option<String>,
+}
+
+/// Deletes a draft or yanked version (or, for an admin with a reason, a released version that
+/// is not the current release) down to the purged level, with its receipt.
+#[utoipa::path(delete, path = "/v1/skills/{name}/versions/{version}",
+    security(("bearer" = [])),
+    params(("name" = String, Path), ("version" = String, Path), DeleteVersionParams),
+    responses((status = 200, description = "the deletion receipt", body = Object),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn delete_version(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    Query(q): Query<DeleteVersionParams>,
+) -> ApiResult<axum::Json<registry_core::deletion::Receipt>> {
+    state
+        .blocking(move |s| {
+            Ok(axum::Json(svc::delete_version(
+                s, &p, &v.name, &v.version, q.reason,
+            )?))
+        })
+        .await
 }
 
 /// Yank: excluded from new resolution, still installable from a lockfile.

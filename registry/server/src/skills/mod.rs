@@ -948,6 +948,55 @@ pub fn yank(
     step(s, p, &cur, body, "skill.yank", Pointer::Follow)
 }
 
+/// Deletes a version (every lifecycle record of it, and its archive unless another version
+/// shares the bytes) down to the purged level. Drafts (any pre-release state) and yanked
+/// versions may be deleted by a writer; a released version only by an admin with a reason, and
+/// never while it is the current release (yank or roll back first).
+pub fn delete_version(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    reason: Option<String>,
+) -> ApiResult<registry_core::deletion::Receipt> {
+    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let cur = reload(s, p, name, version)?;
+    require_write(p, &cur)?;
+    let deletable = !cur.body.state.is_released() && cur.body.state != LifecycleState::Published;
+    if !deletable {
+        let admin = p.has_role(registry_core::principal::Role::Admin);
+        if !admin || reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
+            return Err(CoreError::InvalidTransition {
+                from: cur.body.state.as_str().into(),
+                action: "delete".into(),
+                allowed: cur
+                    .body
+                    .state
+                    .allowed()
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect(),
+            }
+            .into());
+        }
+        let versions = visible_versions(s, p, name)?;
+        if current_release(s, &versions)?.is_some_and(|t| t.version_asset == cur.rec.meta.id) {
+            return Err(ApiError::new(
+                registry_core::ErrorCode::Conflict,
+                format!("{name}@{version} is the current release: yank it or roll back first"),
+            ));
+        }
+    }
+    let reason = reason.unwrap_or_else(|| format!("skill version {name}@{version} deleted"));
+    crate::routes::deletion::delete_assets(
+        s,
+        p,
+        std::slice::from_ref(&cur.rec.meta.id),
+        registry_core::deletion::DeletionLevel::Purged,
+        &reason,
+    )
+}
+
 pub fn unyank(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
     let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let cur = reload(s, p, name, version)?;
