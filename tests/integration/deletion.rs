@@ -4,7 +4,7 @@
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
 use registry_core::audit::AuditDraft;
-use registry_core::deletion::{DeletionLevel, ReceiptStatus, ReceiptStore};
+use registry_core::deletion::{DeletionLevel, Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
@@ -64,6 +64,12 @@ fn put(
         )
         .unwrap();
     id
+}
+
+/// Deletes `roots` as ann of acme, up to `level`.
+fn delete(app: &TestApp, roots: &[String], level: DeletionLevel) -> Receipt {
+    let p = Principal::new("acme", "ann");
+    registry_server::routes::deletion::delete_assets(&app.state, &p, roots, level, "test").unwrap()
 }
 
 fn hits(app: &TestApp, tenant: &str, q: &str) -> Vec<String> {
@@ -127,15 +133,7 @@ fn purge_walks_the_graph_and_leaves_no_byte_behind() {
     );
     assert!(hits(&app, "acme", "zqxcanary4417").contains(&chunk));
 
-    let p = Principal::new("acme", "ann");
-    let receipt = registry_server::routes::deletion::delete_assets(
-        &app.state,
-        &p,
-        std::slice::from_ref(&doc),
-        DeletionLevel::Purged,
-        "test",
-    )
-    .unwrap();
+    let receipt = delete(&app, std::slice::from_ref(&doc), DeletionLevel::Purged);
     assert_eq!(receipt.status, ReceiptStatus::Completed);
     assert_eq!(receipt.level_reached, DeletionLevel::Purged);
     let reached: Vec<&str> = receipt.assets.iter().map(|a| a.id.as_str()).collect();
@@ -188,15 +186,11 @@ fn revoke_is_immediate_and_cites_are_flagged_not_deleted() {
         &[&reference],
         Relation::Cites,
     );
-    let p = Principal::new("acme", "ann");
-    let r = registry_server::routes::deletion::delete_assets(
-        &app.state,
-        &p,
+    let r = delete(
+        &app,
         std::slice::from_ref(&reference),
         DeletionLevel::Revoked,
-        "test",
-    )
-    .unwrap();
+    );
     assert_eq!(r.level_reached, DeletionLevel::Revoked);
     assert_eq!(
         app.state
@@ -249,15 +243,7 @@ fn a_summary_loses_its_last_parent_and_goes_with_it() {
         &[&a, &b],
         Relation::SummaryOf,
     );
-    let p = Principal::new("acme", "ann");
-    let r = registry_server::routes::deletion::delete_assets(
-        &app.state,
-        &p,
-        &[a.clone(), b.clone()],
-        DeletionLevel::Purged,
-        "test",
-    )
-    .unwrap();
+    let r = delete(&app, &[a.clone(), b.clone()], DeletionLevel::Purged);
     assert!(
         r.assets
             .iter()
@@ -410,16 +396,8 @@ fn a_deletion_interrupted_after_revoke_is_finished_by_the_purge_job() {
         &[&doc],
         Relation::ChunkOf,
     );
-    let p = Principal::new("acme", "ann");
     // The state a crash leaves behind: revoked, receipt in progress, target purged.
-    let mut r = registry_server::routes::deletion::delete_assets(
-        &app.state,
-        &p,
-        std::slice::from_ref(&doc),
-        DeletionLevel::Revoked,
-        "test",
-    )
-    .unwrap();
+    let mut r = delete(&app, std::slice::from_ref(&doc), DeletionLevel::Revoked);
     r.target = DeletionLevel::Purged;
     r.status = ReceiptStatus::InProgress;
     r.finished_at = None;
