@@ -297,7 +297,7 @@ fn trust_score(t: Trust) -> f32 {
 }
 
 /// The level of a canonical scope key (its last component).
-fn scope_level_of_key(key: &str) -> Option<registry_core::ScopeLevel> {
+pub fn scope_level_of_key(key: &str) -> Option<registry_core::ScopeLevel> {
     use registry_core::ScopeLevel::*;
     if key == "global" {
         return Some(Global);

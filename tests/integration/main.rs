@@ -3,6 +3,7 @@
 
 #[allow(dead_code)]
 mod common;
+mod context;
 mod deletion;
 mod foundation;
 mod knowledge;

@@ -16,7 +16,13 @@ fn shared_data() -> PathBuf {
 }
 
 /// Writes a skill directory `parent/name` with a `skill.toml`.
-fn make_skill(parent: &Path, name: &str, version: &str, extra_toml: &str, body: &str) -> PathBuf {
+pub(crate) fn make_skill(
+    parent: &Path,
+    name: &str,
+    version: &str,
+    extra_toml: &str,
+    body: &str,
+) -> PathBuf {
     let dir = parent.join(name);
     std::fs::create_dir_all(dir.join("scripts")).unwrap();
     std::fs::write(
@@ -35,10 +41,10 @@ fn make_skill(parent: &Path, name: &str, version: &str, extra_toml: &str, body: 
     dir
 }
 
-const ONE_TEST: &str =
+pub(crate) const ONE_TEST: &str =
     "[[tests]]\nname = \"smoke\"\ncommand = [\"sh\", \"scripts/check.sh\"]\ntimeout_secs = 30\n";
 
-fn pack(dir: &Path) -> (Vec<u8>, String) {
+pub(crate) fn pack(dir: &Path) -> (Vec<u8>, String) {
     let p = skills_sdk::pack_dir(dir, &ArchiveLimits::default()).unwrap();
     (p.bytes, p.digest.to_string())
 }
@@ -76,7 +82,7 @@ fn pass_all(view: &Value) -> Value {
 }
 
 /// publish → tests passed → approved by `reviewer` → promoted. Returns the version view.
-fn release(
+pub(crate) fn release(
     app: &TestApp,
     author: &Key,
     reviewer: &Key,

@@ -363,6 +363,39 @@ impl MiniLmEmbedder {
         Ok(vectors)
     }
 
+    /// Tokens of `text` without `[CLS]` and `[SEP]`: the figure that adds up when texts are
+    /// joined with whitespace, so it is the one a context budget is counted in.
+    pub fn content_tokens(&self, text: &str) -> Result<usize> {
+        self.counter
+            .encode_fast(text, false)
+            .map(|e| e.len())
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))
+    }
+
+    /// The longest prefix of `text` that ends on a token boundary and has at most `max`
+    /// content tokens (see [`Self::content_tokens`]); the empty string when `max` is 0.
+    pub fn prefix_within<'t>(&self, text: &'t str, max: usize) -> Result<&'t str> {
+        let encoding = self
+            .counter
+            .encode(text, false)
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        let offsets = encoding.get_offsets();
+        if offsets.len() <= max {
+            return Ok(text);
+        }
+        if max == 0 {
+            return Ok("");
+        }
+        let mut end = offsets[max - 1].1;
+        // Re-tokenising a cut inside a word can yield more pieces; shrink until it fits.
+        let mut n = max;
+        while n > 0 && self.content_tokens(&text[..end])? > max {
+            n -= 1;
+            end = if n == 0 { 0 } else { offsets[n - 1].1 };
+        }
+        Ok(&text[..end])
+    }
+
     /// Byte ranges `(start, end)` of `text`, in order and non-overlapping, each fitting the
     /// model's window. Cuts fall after a sentence end where one lies in the back half of a
     /// window, else at whitespace, else between tokens. Whitespace between windows is left out.

@@ -2,6 +2,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod error;
 pub mod extract;
 pub mod jobs;
@@ -37,6 +38,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::knowledge::router())
         .merge(routes::skills::router())
         .merge(routes::deletion::router())
+        .merge(routes::context::router())
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

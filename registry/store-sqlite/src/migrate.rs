@@ -12,6 +12,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0002_receipts.sql"),
     ),
     ("0003_jobs", include_str!("../migrations/0003_jobs.sql")),
+    (
+        "0004_context",
+        include_str!("../migrations/0004_context.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -1,6 +1,7 @@
 //! HTTP routes, one module per area. Each module exports `router()` and an OpenAPI fragment
 //! that `crate::openapi` merges.
 
+pub mod context;
 pub mod deletion;
 pub mod knowledge;
 pub mod memory;
