@@ -5,6 +5,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$REPO_ROOT"
 command -v cargo >/dev/null || { echo "test: cargo (Rust) is required" >&2; exit 1; }
 bash scripts/fetch-models.sh
+bash scripts/fetch-clients.sh
 # CI=true makes insta refuse to write new snapshots: a changed OpenAPI document fails the run.
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 cargo test --workspace --all-targets --locked "$@"

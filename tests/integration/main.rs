@@ -6,6 +6,7 @@ mod common;
 mod context;
 mod deletion;
 mod foundation;
+mod harness;
 mod knowledge;
 mod memory;
 mod skills;

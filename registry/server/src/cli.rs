@@ -53,6 +53,8 @@ pub enum Command {
     /// Ingest knowledge documents.
     #[command(subcommand)]
     Knowledge(crate::routes::knowledge::KnowledgeCommand),
+    /// Serve MCP over stdio as the principal behind the key in `REGISTRY_API_KEY`.
+    Mcp,
     /// Create or upgrade the data directory and print the schema version.
     Migrate,
     /// Print the effective configuration.
@@ -241,7 +243,7 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
         Command::Config => {
             println!("{}", toml_like(config)?);
         }
-        Command::Serve { .. } | Command::Jobs(_) | Command::Knowledge(_) => {
+        Command::Serve { .. } | Command::Jobs(_) | Command::Knowledge(_) | Command::Mcp => {
             unreachable!("serve and jobs need the full state and are run by main")
         }
     }

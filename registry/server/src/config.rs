@@ -25,6 +25,9 @@ pub struct Config {
     pub embed_batch: usize,
     /// Per-request time limit, in seconds.
     pub request_timeout_secs: u64,
+    /// `Host` values `/mcp` accepts (DNS-rebinding protection); `"*"` accepts any. Add the
+    /// names the server is reached by when it listens beyond loopback.
+    pub mcp_allowed_hosts: Vec<String>,
     pub jobs: JobsConfig,
 }
 
@@ -61,6 +64,7 @@ impl Default for Config {
             embed_threads: 2,
             embed_batch: 32,
             request_timeout_secs: 60,
+            mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             jobs: JobsConfig::default(),
         }
     }
@@ -98,6 +102,7 @@ const ENV_KEYS: &[&str] = &[
     "embed_threads",
     "embed_batch",
     "request_timeout_secs",
+    "mcp_allowed_hosts",
     "jobs",
 ];
 

@@ -52,17 +52,51 @@ impl FromRequestParts<AppState> for Auth {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        authenticate(parts, state, false).await.map(Auth)
+    }
+}
+
+/// As [`Auth`], and also accepting `Authorization: Basic` with the key as the password, for
+/// clients that cannot set a bearer header (the LlamaIndex Pathway retriever sends only what a
+/// `http://any:KEY@host` URL gives it).
+#[derive(Debug, Clone)]
+pub struct RetrieverAuth(pub Principal);
+
+impl FromRequestParts<AppState> for RetrieverAuth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        authenticate(parts, state, true).await.map(RetrieverAuth)
+    }
+}
+
+fn basic_password(value: &str) -> Option<String> {
+    use base64::Engine;
+    let raw = value.strip_prefix("Basic ")?.trim();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(raw).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    text.split_once(':').map(|(_, pw)| pw.to_string())
+}
+
+async fn authenticate(
+    parts: &mut Parts,
+    state: &AppState,
+    allow_basic: bool,
+) -> Result<Principal, ApiError> {
+    {
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .ok_or_else(ApiError::unauthenticated)?;
-        let key = header
-            .strip_prefix("Bearer ")
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(ApiError::unauthenticated)?;
-        let mut principal = state.authenticate(key).await?;
+        let key = match header.strip_prefix("Bearer ") {
+            Some(k) => Some(k.trim().to_string()),
+            None if allow_basic => basic_password(header),
+            None => None,
+        }
+        .filter(|k| !k.is_empty())
+        .ok_or_else(ApiError::unauthenticated)?;
+        let mut principal = state.authenticate(&key).await?;
         let ctx = |name: &str| -> Result<Option<String>, ApiError> {
             match parts.headers.get(name).map(|v| v.to_str()) {
                 None => Ok(None),
@@ -77,7 +111,7 @@ impl FromRequestParts<AppState> for Auth {
         principal.session = ctx("x-session")?;
         principal.task = ctx("x-task")?;
         principal.purpose = ctx("x-purpose")?;
-        Ok(Auth(principal))
+        Ok(principal)
     }
 }
 

@@ -6,6 +6,7 @@ pub mod context;
 pub mod error;
 pub mod extract;
 pub mod jobs;
+pub mod mcp;
 pub mod memstats;
 pub mod openapi;
 pub mod routes;
@@ -29,6 +30,11 @@ const REQUEST_ID: &str = "x-request-id";
 
 /// The whole HTTP application over `state`.
 pub fn app(state: AppState) -> Router {
+    app_with(state, tokio_util::sync::CancellationToken::new())
+}
+
+/// The application; cancelling `shutdown` ends open MCP streams so a drain can finish.
+pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = Duration::from_secs(state.config.request_timeout_secs);
     let request_id = HeaderName::from_static(REQUEST_ID);
@@ -39,6 +45,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::skills::router())
         .merge(routes::deletion::router())
         .merge(routes::context::router())
+        .merge(routes::retrieve::router())
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -50,7 +57,8 @@ pub fn app(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .with_state(state)
+        .with_state(state.clone())
+        .merge(mcp::router(state, shutdown))
 }
 
 async fn not_found() -> ApiError {
@@ -72,8 +80,13 @@ pub async fn serve_until(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown)
+    let token = tokio_util::sync::CancellationToken::new();
+    let cancel = token.clone();
+    axum::serve(listener, app_with(state, token))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            cancel.cancel();
+        })
         .await
 }
 

@@ -54,6 +54,20 @@ fn run() -> anyhow::Result<i32> {
             println!("{}", serde_json::to_string(&report)?);
             Ok(if report.outcome == "ok" { 0 } else { 1 })
         }
+        Command::Mcp => {
+            let key = std::env::var(registry_server::mcp::KEY_ENV).with_context(|| {
+                format!(
+                    "set {} to the API key the MCP server acts as",
+                    registry_server::mcp::KEY_ENV
+                )
+            })?;
+            let state = AppState::open(config.clone()).context("start-up failed")?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(registry_server::mcp::serve_stdio(state, key.trim()))?;
+            Ok(0)
+        }
         Command::Knowledge(k) => {
             let state = AppState::open(config.clone()).context("start-up failed")?;
             registry_server::routes::knowledge::run_cli(&state, k)

@@ -35,6 +35,7 @@ pub fn document() -> utoipa::openapi::OpenApi {
     doc.merge(crate::routes::skills::SkillsApi::openapi());
     doc.merge(crate::routes::deletion::DeletionApi::openapi());
     doc.merge(crate::routes::context::ContextApi::openapi());
+    doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

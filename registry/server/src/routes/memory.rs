@@ -193,19 +193,31 @@ pub async fn search_memories(
         .blocking(move |s| Ok(memory_service(s).search(&p, &req)?))
         .await?;
     let ids: Vec<String> = res.hits.iter().map(|h| h.memory.id.clone()).collect();
-    if !ids.is_empty() {
-        // Usage counters are not worth delaying the answer for.
-        let st = state.clone();
-        tokio::task::spawn_blocking(move || {
-            use registry_memory::StatsStore;
-            if let Err(e) = crate::memstats::SqliteStats(st.store.clone())
-                .record_retrievals(&ids, chrono::Utc::now())
-            {
-                tracing::warn!(error = %e, "could not record memory retrievals");
-            }
-        });
-    }
+    record_retrievals(&state, ids);
     json(res)
+}
+
+/// Counts a search's hits as retrieved, in the background: usage counters are not worth
+/// delaying the answer for.
+pub fn record_retrievals(state: &AppState, ids: Vec<String>) {
+    if ids.is_empty() {
+        return;
+    }
+    let st = state.clone();
+    let work = move || {
+        use registry_memory::StatsStore;
+        if let Err(e) = crate::memstats::SqliteStats(st.store.clone())
+            .record_retrievals(&ids, chrono::Utc::now())
+        {
+            tracing::warn!(error = %e, "could not record memory retrievals");
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => {
+            h.spawn_blocking(work);
+        }
+        Err(_) => work(),
+    }
 }
 
 /// A memory the caller may see, with its versions and related records.

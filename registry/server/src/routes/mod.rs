@@ -5,5 +5,6 @@ pub mod context;
 pub mod deletion;
 pub mod knowledge;
 pub mod memory;
+pub mod retrieve;
 pub mod skills;
 pub mod system;

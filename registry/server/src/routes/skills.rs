@@ -127,17 +127,25 @@ pub async fn discover(
     Auth(p): Auth,
     Query(q): Query<DiscoverParams>,
 ) -> ApiResult<axum::Json<DiscoverList>> {
-    let limit = q.limit.unwrap_or(20).clamp(1, 200);
     state
-        .blocking(move |s| {
-            let skills = svc::discover(s, &p, q.q.as_deref(), limit)?;
-            Ok(axum::Json(DiscoverList {
-                total_tokens: skills.iter().map(|e| e.tokens).sum(),
-                tokenizer: registry_core::retrieval::Embedder::info(s.embedder.as_ref()).tag(),
-                skills,
-            }))
-        })
+        .blocking(move |s| Ok(axum::Json(discover_list(s, &p, q.q.as_deref(), q.limit)?)))
         .await
+}
+
+/// The discover answer, shared by HTTP and MCP.
+pub fn discover_list(
+    s: &AppState,
+    p: &Principal,
+    q: Option<&str>,
+    limit: Option<usize>,
+) -> ApiResult<DiscoverList> {
+    let limit = limit.unwrap_or(20).clamp(1, 200);
+    let skills = svc::discover(s, p, q, limit)?;
+    Ok(DiscoverList {
+        total_tokens: skills.iter().map(|e| e.tokens).sum(),
+        tokenizer: registry_core::retrieval::Embedder::info(s.embedder.as_ref()).tag(),
+        skills,
+    })
 }
 
 /// A version as the API shows it (no archive bytes).
@@ -309,38 +317,54 @@ pub async fn select(
 ) -> ApiResult<axum::Json<SelectView>> {
     state
         .blocking(move |s| {
-            let versions = svc::visible_versions(s, &p, &name)?;
-            let current = svc::current_release(s, &versions)?;
-            let selected = match (&q.version, &current) {
-                (Some(v), _) => versions.iter().find(|l| l.body.version == *v),
-                (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
-                (None, None) => versions.last(),
-            }
-            .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
-            let (executable, reasons) = svc::executable_check(
-                selected,
+            Ok(axum::Json(select_view(
+                s,
+                &p,
+                &name,
+                q.version.as_deref(),
                 &split_list(q.tools.as_deref()),
                 &split_list(q.permissions.as_deref()),
                 &split_list(q.environment.as_deref()),
-            );
-            Ok(axum::Json(SelectView {
-                name: name.clone(),
-                current: current.map(|c| c.version),
-                versions: versions
-                    .iter()
-                    .map(|l| VersionSummary {
-                        version: l.body.version.clone(),
-                        digest: l.body.digest.clone(),
-                        state: l.body.state,
-                        yanked: l.body.state == LifecycleState::Yanked,
-                    })
-                    .collect(),
-                selected: VersionView::of(selected),
-                executable,
-                reasons,
-            }))
+            )?))
         })
         .await
+}
+
+/// The select answer, shared by HTTP and MCP.
+pub fn select_view(
+    s: &AppState,
+    p: &Principal,
+    name: &str,
+    version: Option<&str>,
+    tools: &[String],
+    permissions: &[String],
+    environment: &[String],
+) -> ApiResult<SelectView> {
+    let versions = svc::visible_versions(s, p, name)?;
+    let current = svc::current_release(s, &versions)?;
+    let selected = match (version, &current) {
+        (Some(v), _) => versions.iter().find(|l| l.body.version == v),
+        (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
+        (None, None) => versions.last(),
+    }
+    .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
+    let (executable, reasons) = svc::executable_check(selected, tools, permissions, environment);
+    Ok(SelectView {
+        name: name.to_string(),
+        current: current.map(|c| c.version),
+        versions: versions
+            .iter()
+            .map(|l| VersionSummary {
+                version: l.body.version.clone(),
+                digest: l.body.digest.clone(),
+                state: l.body.state,
+                yanked: l.body.state == LifecycleState::Yanked,
+            })
+            .collect(),
+        selected: VersionView::of(selected),
+        executable,
+        reasons,
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -532,15 +556,20 @@ pub struct InstructionsView {
 }
 
 fn instructions_of(s: &AppState, l: &Loaded) -> ApiResult<axum::Json<InstructionsView>> {
+    instructions_view(s, l).map(axum::Json)
+}
+
+/// The load answer, shared by HTTP and MCP.
+pub fn instructions_view(s: &AppState, l: &Loaded) -> ApiResult<InstructionsView> {
     let text = svc::instructions(s, l)?;
     let tokens = registry_core::retrieval::Embedder::count_tokens(s.embedder.as_ref(), &text)?;
-    Ok(axum::Json(InstructionsView {
+    Ok(InstructionsView {
         name: l.body.name.clone(),
         version: l.body.version.clone(),
         digest: l.body.digest.clone(),
         instructions: text,
         tokens,
-    }))
+    })
 }
 
 fn with_headers(l: &Loaded, mut resp: Response) -> Response {

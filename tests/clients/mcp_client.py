@@ -1,0 +1,76 @@
+"""Drives the registry's MCP server with the official MCP Python SDK (`mcp` on PyPI).
+
+Usage:
+  mcp_client.py stdio <registry-binary> <data-dir>   (key in REGISTRY_API_KEY)
+  mcp_client.py http <url> <key>
+Reads a JSON plan on stdin: {"calls": [{"tool": name, "args": {...}}, ...]}
+Prints one JSON object: protocol, server extensions, tool names with their input schemas, and
+for each call its structuredContent and isError.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from mcp import Client, StdioServerParameters
+
+
+def result_of(r):
+    text = [c.text for c in r.content if getattr(c, "type", "") == "text"]
+    return {
+        "is_error": bool(r.is_error),
+        "structured": r.structured_content,
+        "text": text,
+    }
+
+
+async def drive(client, plan):
+    out = {
+        "protocol": str(client.protocol_version),
+        "extensions": sorted((client.server_capabilities.extensions or {}).keys()),
+    }
+    tools = (await client.list_tools()).tools
+    out["tools"] = {t.name: {"description": t.description, "input_schema": t.input_schema} for t in tools}
+    out["calls"] = []
+    for call in plan.get("calls", []):
+        r = await client.call_tool(call["tool"], call.get("args", {}))
+        out["calls"].append(result_of(r))
+    return out
+
+
+async def main():
+    mode = sys.argv[1]
+    plan = json.load(sys.stdin)
+    if mode == "stdio":
+        binary, data_dir = sys.argv[2], sys.argv[3]
+        env = {
+            "REGISTRY_API_KEY": os.environ["REGISTRY_API_KEY"],
+            "REGISTRY_LOG": "warn",
+        }
+        for k in ("REGISTRY_MODEL_DIR", "ORT_DYLIB_PATH", "HOME"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        params = StdioServerParameters(
+            command=binary,
+            args=["--data-dir", data_dir, "mcp"],
+            env=env,
+        )
+        async with Client(params) as client:
+            out = await drive(client, plan)
+    else:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        url, key = sys.argv[2], sys.argv[3]
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=httpx2.Timeout(60, read=300),
+        )
+        async with http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                out = await drive(client, plan)
+    json.dump(out, sys.stdout)
+
+
+asyncio.run(main())
