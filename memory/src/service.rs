@@ -608,11 +608,39 @@ impl MemoryService {
             vector: v,
             model: self.search.embedder.info().tag(),
         }])?;
-        self.search.text.upsert(&[TextDoc {
+        // The store holds the record durably already; the text entry is made durable by the
+        // next commit (a search makes it visible first), and a restart re-indexes what the
+        // last commit missed (`reindex_text_since`).
+        self.search.text.upsert_deferred(&[TextDoc {
             keys,
             text: body.index_text(),
         }])?;
         Ok(())
+    }
+
+    /// Re-writes the text entries of servable memories created since `since`: after a crash,
+    /// entries deferred but not yet committed to the text index are restored from the store.
+    pub fn reindex_text_since(&self, since: DateTime<Utc>) -> Result<usize> {
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            statuses: Some(SERVABLE.to_vec()),
+            created_since: Some(since),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let docs: Vec<TextDoc> = recs
+            .iter()
+            .filter_map(|r| {
+                MemoryBody::from_record(r).map(|b| TextDoc {
+                    keys: index_keys(r, &b),
+                    text: b.index_text(),
+                })
+            })
+            .collect();
+        for chunk in docs.chunks(1000) {
+            self.search.text.upsert(chunk)?;
+        }
+        Ok(docs.len())
     }
 
     /// Embeds and indexes servable records (re-indexing replaces).

@@ -799,7 +799,51 @@ fn an_acknowledged_memory_survives_kill_9() {
         .unwrap();
     assert_eq!(resp["decision"], "accepted", "{resp}");
     let id = resp["id"].as_str().unwrap().to_string();
+    // A burst of writes killed right after the last answer: their text-index entries may not
+    // have been committed (writes defer that commit); the restart restores them from the store.
+    let facts = [
+        "Ann's cat is called zorblat0 and sleeps on the printer",
+        "The zorblat1 build agent runs out of disk every Tuesday",
+        "Invoices from zorblat2 Ltd are paid in Swiss francs",
+        "Bob moved the zorblat3 meeting to the small room upstairs",
+        "The staging database zorblat4 was restored from last night's backup",
+        "Lunch orders go through the zorblat5 app since March",
+        "Carla prefers the zorblat6 keyboard layout for Rust",
+        "The VPN certificate named zorblat7 expires in June",
+        "Our zorblat8 customer asked for SSO with Okta",
+        "The nightly zorblat9 export failed because of a schema change",
+        "Payroll questions go to zorblat10 in the Berlin office",
+        "The mobile release zorblat11 is blocked by the app store review",
+    ];
+    let mut burst = vec![];
+    for (i, fact) in facts.iter().enumerate() {
+        let r: Value = client
+            .post(format!("{}/v1/memories", server.base))
+            .bearer_auth(&key)
+            .json(&json!({"class": "episodic", "content": fact}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(r["decision"], "accepted", "{r}");
+        burst.push((format!("zorblat{i}"), r["id"].as_str().unwrap().to_string()));
+    }
     server.kill9();
+    {
+        let state = registry_server::state::AppState::open(registry_server::config::Config {
+            data_dir: data.clone(),
+            ..Default::default()
+        })
+        .unwrap();
+        use registry_core::retrieval::{TextIndex, VisibilityFilter};
+        let p = Principal::new("acme", "ann");
+        let filter = VisibilityFilter::for_principal(&p, &[AssetKind::Memory]);
+        for (word, id) in &burst {
+            let hits = state.text.search(word, &filter, 5).unwrap();
+            assert_eq!(hits.len(), 1, "{word} not in the text index after kill -9");
+            assert_eq!(&hits[0].asset_id, id);
+        }
+    }
     let server = ServerProcess::spawn(&data);
     let got = client
         .get(format!("{}/v1/memories/{id}", server.base))

@@ -112,6 +112,22 @@ pub trait Embedder: Send + Sync {
 pub trait TextIndex: Send + Sync {
     /// Adds or replaces entries by asset id; searchable when this returns.
     fn upsert(&self, docs: &[TextDoc]) -> CoreResult<()>;
+    /// Adds or replaces entries without waiting for them to be made durable in the index: they
+    /// are searchable by the next [`Self::search`] (which makes pending entries visible first)
+    /// and durable by the next [`Self::flush`]. For callers whose source of truth is durable
+    /// already and who can re-index after a crash ([`Self::durable_until`]).
+    fn upsert_deferred(&self, docs: &[TextDoc]) -> CoreResult<()> {
+        self.upsert(docs)
+    }
+    /// Makes every deferred entry durable and searchable.
+    fn flush(&self) -> CoreResult<()> {
+        Ok(())
+    }
+    /// Entries deferred before this time are durable (`None`: nothing is known). A caller that
+    /// defers re-indexes what it wrote since then (less a margin) after a restart.
+    fn durable_until(&self) -> CoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+        Ok(None)
+    }
     /// Removes entries; they never match again once this returns.
     fn delete(&self, ids: &[AssetId]) -> CoreResult<()>;
     fn search(&self, query: &str, filter: &VisibilityFilter, k: usize)

@@ -54,6 +54,8 @@ pub struct AssetQuery {
     pub content_hash: Option<String>,
     pub owner: Option<String>,
     pub expires_before: Option<DateTime<Utc>>,
+    /// Only versions created at or after this time.
+    pub created_since: Option<DateTime<Utc>>,
     pub ids: Option<Vec<AssetId>>,
     /// Only the current (highest) version of each asset.
     pub heads_only: bool,
@@ -89,6 +91,11 @@ pub trait AssetStore: Send + Sync {
     /// Physically removes every version of these assets and their edges (secure delete), and
     /// records `audit` in the same transaction.
     fn purge(&self, ids: &[AssetId], audit: AuditDraft) -> CoreResult<PurgeCounts>;
+    /// Physically removes the versions of `id` below `version` (secure delete), keeping that
+    /// version, any later one and the asset's edges, and records `audit` in the same
+    /// transaction. A summary regenerated as a new version of itself loses the versions that
+    /// held a deleted parent's content this way. Returns the number of versions removed.
+    fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64>;
 }
 
 /// A stored API key. Only the sha256 of the secret is kept.

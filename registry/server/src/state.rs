@@ -18,6 +18,8 @@ use crate::extract::principal_for_key;
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
+    /// Declared first so that it stops, and commits what is pending, before the indexes drop.
+    _flusher: Flusher,
     pub config: Config,
     pub store: Arc<SqliteStore>,
     pub blobs: Arc<FsBlobStore>,
@@ -47,6 +49,68 @@ pub enum StartError {
     TextIndex(#[from] registry_text_index::Error),
     #[error("cannot open the vector index: {0}")]
     VectorIndex(#[from] registry_vector_index::Error),
+    #[error("cannot restore the text index from the store: {0}")]
+    Recover(registry_core::CoreError),
+}
+
+/// How often deferred text-index entries are committed in the background.
+const TEXT_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Commits deferred text entries every [`TEXT_FLUSH_EVERY`]; stopped and joined when the state
+/// is dropped, so that the index (and its writer lock) is released with the state.
+pub struct Flusher {
+    text: std::sync::Weak<TantivyTextIndex>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flusher {
+    fn spawn(text: &Arc<TantivyTextIndex>) -> Flusher {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let weak = Arc::downgrade(text);
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("text-flush".into())
+            .spawn(move || {
+                while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                    std::thread::park_timeout(TEXT_FLUSH_EVERY);
+                    let Some(text) = weak.upgrade() else { return };
+                    if text.has_pending()
+                        && let Err(e) = registry_core::retrieval::TextIndex::flush(text.as_ref())
+                    {
+                        tracing::warn!(error = %e, "deferred text-index commit failed; will retry");
+                    }
+                }
+            });
+        let thread = match thread {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(error = %e, "no background text flusher; searches commit deferred entries");
+                None
+            }
+        };
+        Flusher {
+            text: Arc::downgrade(text),
+            stop,
+            thread,
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        if let Some(text) = self.text.upgrade()
+            && text.has_pending()
+            && let Err(e) = registry_core::retrieval::TextIndex::flush(text.as_ref())
+        {
+            tracing::warn!(error = %e, "pending text entries not committed at shutdown; restored at the next start");
+        }
+    }
 }
 
 impl AppState {
@@ -72,7 +136,8 @@ impl AppState {
             registry_embed::DIM,
         )?);
         let search = HybridSearcher::new(text.clone(), vectors.clone(), embedder.clone());
-        Ok(AppState(Arc::new(Inner {
+        let flusher = Flusher::spawn(&text);
+        let state = AppState(Arc::new(Inner {
             config,
             store,
             blobs,
@@ -80,7 +145,28 @@ impl AppState {
             text,
             vectors,
             search,
-        })))
+            _flusher: flusher,
+        }));
+        state.recover_deferred_text()?;
+        Ok(state)
+    }
+
+    /// Memory writes defer their text-index commit (the store is the durable copy). Entries the
+    /// last commit did not include are re-written from the store, with a margin for writes that
+    /// were between their store commit and their index write when the commit began.
+    fn recover_deferred_text(&self) -> Result<(), StartError> {
+        use registry_core::retrieval::TextIndex;
+        let since = match self.text.durable_until().map_err(StartError::Recover)? {
+            Some(t) => t - chrono::Duration::minutes(5),
+            None => chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        };
+        let n = crate::jobs::memory_service(self)
+            .reindex_text_since(since)
+            .map_err(|e| StartError::Recover(registry_core::CoreError::backend("memory", e)))?;
+        if n > 0 {
+            tracing::info!(memories = n, %since, "re-wrote text entries written since the last index commit");
+        }
+        Ok(())
     }
 
     /// Runs blocking work (SQLite, index, model) off the async workers.
@@ -93,9 +179,10 @@ impl AppState {
         tokio::task::spawn_blocking(move || f(&me)).await?
     }
 
-    /// The domain that rebuilds summaries when one of their parents is deleted.
+    /// The domain that rebuilds summaries when one of their parents is deleted: consolidated
+    /// memories are rebuilt by the memory service (the impl is in `crate::jobs`).
     pub fn regenerator(&self) -> Option<&dyn registry_core::deletion::Regenerator> {
-        None
+        Some(self)
     }
 
     pub async fn authenticate(&self, key: &str) -> Result<Principal, ApiError> {

@@ -415,6 +415,9 @@ impl AssetStore for SqliteStore {
         if let Some(o) = &q.owner {
             push(&mut sql, " AND owner = ?", V::Text(o.clone()));
         }
+        if let Some(c) = &q.created_since {
+            push(&mut sql, " AND created_at >= ?", V::Text(ts(c)));
+        }
         if let Some(e) = &q.expires_before {
             push(
                 &mut sql,
@@ -530,6 +533,19 @@ impl AssetStore for SqliteStore {
             }
             append_audit(tx, audit)?;
             Ok(counts)
+        })
+    }
+
+    fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64> {
+        self.write(|tx| {
+            let n = tx
+                .execute(
+                    "DELETE FROM assets WHERE id = ?1 AND version < ?2",
+                    params![id, version],
+                )
+                .map_err(be)? as u64;
+            append_audit(tx, audit)?;
+            Ok(n)
         })
     }
 }

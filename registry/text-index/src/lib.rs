@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use registry_core::retrieval::{ScoredId, TextDoc, TextIndex, VisibilityFilter};
@@ -107,7 +108,12 @@ pub struct TantivyTextIndex {
     reader: IndexReader,
     /// The single writer. `None` only transiently while [`TextIndex::compact`] recycles it.
     writer: Mutex<Option<IndexWriter>>,
+    /// Deferred entries wait in the writer for a commit.
+    pending: AtomicBool,
 }
+
+/// Commit payload: the time the commit began, RFC 3339. Every entry deferred before it is in.
+const PAYLOAD_PREFIX: &str = "durable-until=";
 
 impl std::fmt::Debug for TantivyTextIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,7 +145,65 @@ impl TantivyTextIndex {
             fields,
             reader,
             writer: Mutex::new(Some(writer)),
+            pending: AtomicBool::new(false),
         })
+    }
+
+    /// Whether deferred entries wait for a commit.
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// Commits with the payload that [`TextIndex::durable_until`] reads back.
+    fn commit(&self, w: &mut IndexWriter) -> Result<()> {
+        // Cleared before the commit starts: an entry deferred during it sets it again.
+        self.pending.store(false, Ordering::Release);
+        let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let result = w.prepare_commit().and_then(|mut prepared| {
+            prepared.set_payload(&format!("{PAYLOAD_PREFIX}{started}"));
+            prepared.commit()
+        });
+        if result.is_err() {
+            self.pending.store(true, Ordering::Release);
+        }
+        result?;
+        Ok(())
+    }
+
+    fn add_docs(&self, w: &mut IndexWriter, docs: &[TextDoc]) -> Result<()> {
+        let f = self.fields;
+        for d in docs {
+            let k = &d.keys;
+            w.delete_term(Term::from_field_text(f.asset_id, &k.asset_id));
+            let mut doc = TantivyDocument::default();
+            doc.add_text(f.asset_id, &k.asset_id);
+            doc.add_text(f.kind, k.kind.as_str());
+            doc.add_text(f.scope_key, &k.scope_key);
+            for a in &k.acl_keys {
+                doc.add_text(f.acl, a);
+            }
+            for t in &k.tags {
+                doc.add_text(f.tag, t);
+            }
+            doc.add_text(f.text, &d.text);
+            w.add_document(doc)?;
+        }
+        Ok(())
+    }
+
+    fn flush_pending(&self) -> Result<()> {
+        if !self.has_pending() {
+            return Ok(());
+        }
+        self.with_writer(|w| {
+            // Another flush may have committed while this one waited for the writer.
+            if self.has_pending() {
+                self.commit(w)?;
+            }
+            Ok(())
+        })?;
+        self.reader.reload()?;
+        Ok(())
     }
 
     pub fn dir(&self) -> &Path {
@@ -239,29 +303,23 @@ impl TantivyTextIndex {
         if docs.is_empty() {
             return Ok(());
         }
-        let f = self.fields;
         self.with_writer(|w| {
-            for d in docs {
-                let k = &d.keys;
-                w.delete_term(Term::from_field_text(f.asset_id, &k.asset_id));
-                let mut doc = TantivyDocument::default();
-                doc.add_text(f.asset_id, &k.asset_id);
-                doc.add_text(f.kind, k.kind.as_str());
-                doc.add_text(f.scope_key, &k.scope_key);
-                for a in &k.acl_keys {
-                    doc.add_text(f.acl, a);
-                }
-                for t in &k.tags {
-                    doc.add_text(f.tag, t);
-                }
-                doc.add_text(f.text, &d.text);
-                w.add_document(doc)?;
-            }
-            w.commit()?;
-            Ok(())
+            self.add_docs(w, docs)?;
+            self.commit(w)
         })?;
         self.reader.reload()?;
         Ok(())
+    }
+
+    fn defer_docs(&self, docs: &[TextDoc]) -> Result<()> {
+        if docs.is_empty() {
+            return Ok(());
+        }
+        self.with_writer(|w| {
+            self.add_docs(w, docs)?;
+            self.pending.store(true, Ordering::Release);
+            Ok(())
+        })
     }
 
     fn delete_ids(&self, ids: &[AssetId]) -> Result<()> {
@@ -273,8 +331,7 @@ impl TantivyTextIndex {
             for id in ids {
                 w.delete_term(Term::from_field_text(f.asset_id, id));
             }
-            w.commit()?;
-            Ok(())
+            self.commit(w)
         })?;
         self.reader.reload()?;
         Ok(())
@@ -292,6 +349,8 @@ impl TantivyTextIndex {
         let Some(q) = self.build_query(query, filter) else {
             return Ok(vec![]);
         };
+        // Read your writes: deferred entries become visible before any search.
+        self.flush_pending()?;
         let searcher = self.reader.searcher();
         // Collect (score, id) over all segments, then order by score and break ties by asset id,
         // so equal scores come back in a stable order.
@@ -313,6 +372,12 @@ impl TantivyTextIndex {
 
     fn compact_index(&self) -> Result<()> {
         let mut guard = self.writer.lock();
+        // Deferred entries live in the writer about to be retired: commit them first.
+        if let Some(w) = guard.as_mut()
+            && self.has_pending()
+        {
+            self.commit(w)?;
+        }
         // Background merges hold segments; retire the writer so none is running, then merge
         // everything with a fresh one.
         let retired = guard
@@ -369,6 +434,24 @@ impl TextIndex for TantivyTextIndex {
 
     fn delete(&self, ids: &[AssetId]) -> CoreResult<()> {
         Ok(self.delete_ids(ids)?)
+    }
+
+    fn upsert_deferred(&self, docs: &[TextDoc]) -> CoreResult<()> {
+        Ok(self.defer_docs(docs)?)
+    }
+
+    fn flush(&self) -> CoreResult<()> {
+        Ok(self.flush_pending()?)
+    }
+
+    fn durable_until(&self) -> CoreResult<Option<chrono::DateTime<chrono::Utc>>> {
+        let metas = self.index.load_metas().map_err(Error::from)?;
+        Ok(metas
+            .payload
+            .as_deref()
+            .and_then(|p| p.strip_prefix(PAYLOAD_PREFIX))
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc)))
     }
 
     fn search(

@@ -288,3 +288,41 @@ fn keys_with_unusual_characters_filter_exactly() {
     ix.delete(std::slice::from_ref(&k.asset_id)).unwrap();
     assert!(ix.search("penguin", &f, 5).unwrap().is_empty());
 }
+
+#[test]
+fn deferred_entries_are_seen_by_the_next_search_and_durable_after_a_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    assert_eq!(
+        ix.durable_until().unwrap(),
+        None,
+        "a new index knows nothing"
+    );
+    ix.upsert_deferred(&[doc("a", "the walrus sings at dawn")])
+        .unwrap();
+    assert!(ix.has_pending());
+    // Read your writes: the search commits what is pending first.
+    assert_eq!(ids(&ix, "walrus"), ["a"]);
+    assert!(!ix.has_pending());
+    let first = ix
+        .durable_until()
+        .unwrap()
+        .expect("a commit records its time");
+    ix.upsert_deferred(&[doc("b", "the walrus naps at noon")])
+        .unwrap();
+    ix.flush().unwrap();
+    let second = ix.durable_until().unwrap().unwrap();
+    assert!(second >= first);
+    // Replacing by id, deferred, leaves one entry.
+    ix.upsert_deferred(&[doc("b", "the heron naps at noon")])
+        .unwrap();
+    assert_eq!(ids(&ix, "walrus"), ["a"]);
+    assert_eq!(ids(&ix, "heron"), ["b"]);
+    // Compaction commits pending entries before it retires the writer.
+    ix.upsert_deferred(&[doc("c", "the otter juggles pebbles")])
+        .unwrap();
+    ix.compact().unwrap();
+    drop(ix);
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    assert_eq!(ids(&ix, "otter"), ["c"]);
+}
