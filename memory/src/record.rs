@@ -128,6 +128,17 @@ fn default_source() -> SourceKind {
     SourceKind::UserStatement
 }
 
+impl WriteRequest {
+    /// The text the stored record will be indexed and embedded by (as
+    /// [`MemoryBody::index_text`]).
+    pub fn index_text(&self) -> String {
+        match &self.speaker {
+            Some(s) => format!("{s}: {}", self.content),
+            None => self.content.clone(),
+        }
+    }
+}
+
 /// The body stored in a memory asset. Immutable per version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryBody {

@@ -280,6 +280,55 @@ impl MemoryService {
         idempotency_key: Option<&str>,
         now: DateTime<Utc>,
     ) -> Result<WriteOutcome> {
+        self.write_with(p, req, idempotency_key, now, None)
+    }
+
+    /// Writes several candidates in order, each through the whole gate (a later one can merge
+    /// into an earlier one), with one embedding call for all of them. Each answer stands on its
+    /// own: a rejected item does not stop the others. With `idempotency_key`, item `i` uses
+    /// `<key>:<i>`.
+    pub fn write_batch(
+        &self,
+        p: &Principal,
+        reqs: &[WriteRequest],
+        idempotency_key: Option<&str>,
+    ) -> Vec<Result<WriteOutcome>> {
+        let now = Utc::now();
+        // Embed every item that could be stored, in one call; an item the gate refuses or that
+        // fails validation simply has its vector unused.
+        let valid: Vec<usize> = (0..reqs.len())
+            .filter(|&i| self.validate(&reqs[i]).is_ok())
+            .collect();
+        let texts: Vec<String> = valid.iter().map(|&i| reqs[i].index_text()).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        // If the batch call fails, each item embeds on its own and reports its own error.
+        let mut vectors: Vec<Option<Vec<f32>>> = vec![None; reqs.len()];
+        if !refs.is_empty()
+            && let Ok(vs) = self.search.embedder.embed(&refs)
+            && vs.len() == valid.len()
+        {
+            for (i, v) in valid.into_iter().zip(vs) {
+                vectors[i] = Some(v);
+            }
+        }
+        reqs.iter()
+            .zip(vectors)
+            .enumerate()
+            .map(|(i, (r, pre))| {
+                let key = idempotency_key.map(|k| format!("{k}:{i}"));
+                self.write_with(p, r, key.as_deref(), now, pre)
+            })
+            .collect()
+    }
+
+    fn write_with(
+        &self,
+        p: &Principal,
+        req: &WriteRequest,
+        idempotency_key: Option<&str>,
+        now: DateTime<Utc>,
+        pre_embedded: Option<Vec<f32>>,
+    ) -> Result<WriteOutcome> {
         self.validate(req)?;
         let scope = self.resolve_scope(p, req.class, req.scope.as_ref())?;
         if !p.can_write_into(&scope) {
@@ -345,7 +394,10 @@ impl MemoryService {
         };
         // Embedding happens outside the lock: it is the slow part and depends only on the text.
         let vector = if screen.decision == Decision::Accepted {
-            Some(self.search.embed_one(&body.index_text())?)
+            match pre_embedded {
+                Some(v) => Some(v),
+                None => Some(self.search.embed_one(&body.index_text())?),
+            }
         } else {
             None
         };

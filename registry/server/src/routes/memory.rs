@@ -21,6 +21,7 @@ use crate::state::AppState;
 #[openapi(
     paths(
         write_memory,
+        write_batch,
         search_memories,
         get_memory,
         feedback,
@@ -32,6 +33,8 @@ use crate::state::AppState;
     components(schemas(
         WriteBody,
         WriteAnswer,
+        BatchBody,
+        BatchAnswer,
         SearchBody,
         SearchAnswer,
         MemoryDetailView,
@@ -48,6 +51,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/memories", post(write_memory))
         .route("/v1/memories/search", post(search_memories))
+        .route("/v1/memories/batch", post(write_batch))
         .route("/v1/memories/review", get(review_queue))
         .route("/v1/memories/{id}", get(get_memory).delete(revoke))
         .route("/v1/memories/{id}/feedback", post(feedback))
@@ -177,6 +181,67 @@ pub async fn write_memory(
     let key = idempotency_key(&headers)?;
     state
         .blocking(move |s| json(memory_service(s).write(&p, &req, key.as_deref())?))
+        .await
+}
+
+/// Largest batch `POST /v1/memories/batch` takes.
+pub const MAX_BATCH: usize = 100;
+
+/// `{memories: [<write body>, ...]}`, at most 100.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    #[schema(value_type = Vec<Object>)]
+    pub memories: Vec<WriteRequest>,
+}
+
+/// `{results: [{index, decision, id, ...} | {index, error: {code, message, details}}]}`, one per
+/// item, in order.
+#[derive(Debug, ToSchema)]
+#[schema(value_type = Object)]
+pub struct BatchAnswer(#[allow(dead_code)] serde_json::Value);
+
+/// Writes up to 100 memories, in order, each through the whole gate, with one embedding call.
+/// Every item gets its own answer (a rejected item does not stop the others). With
+/// `Idempotency-Key: K`, item `i` is retried safely under `K:i`.
+#[utoipa::path(post, path = "/v1/memories/batch", security(("bearer" = [])), request_body = BatchBody,
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe")),
+    responses((status = 200, body = BatchAnswer), (status = 413, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn write_batch(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    headers: HeaderMap,
+    ApiJson(req): ApiJson<BatchBody>,
+) -> ApiResult<axum::Json<serde_json::Value>> {
+    let key = idempotency_key(&headers)?;
+    if req.memories.is_empty() || req.memories.len() > MAX_BATCH {
+        return Err(
+            ApiError::validation(format!("a batch holds 1 to {MAX_BATCH} memories"))
+                .with_details(serde_json::json!({ "field": "memories" })),
+        );
+    }
+    state
+        .blocking(move |s| {
+            let results: Vec<serde_json::Value> = memory_service(s)
+                .write_batch(&p, &req.memories, key.as_deref())
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| match r {
+                    Ok(out) => {
+                        let mut v = serde_json::to_value(out).unwrap_or_default();
+                        v["index"] = serde_json::json!(i);
+                        v
+                    }
+                    Err(e) => {
+                        let e = ApiError::from(e);
+                        serde_json::json!({"index": i, "error": {
+                            "code": e.code.as_str(), "message": e.message, "details": e.details}})
+                    }
+                })
+                .collect();
+            Ok(axum::Json(serde_json::json!({ "results": results })))
+        })
         .await
 }
 
