@@ -940,3 +940,132 @@ fn a_batch_runs_every_item_through_the_gate_in_order_and_retries_store_once() {
     assert!((400..500).contains(&s));
     assert_eq!(count(), before);
 }
+
+/// Counts rows of a query on the registry database of another process (read-only).
+fn count_in(data: &std::path::Path, sql: &str) -> i64 {
+    let conn = rusqlite::Connection::open_with_flags(
+        data.join("registry.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+}
+
+#[test]
+fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
+    const GROUPS: usize = 40;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    {
+        let app = TestApp::start_with(|c| c.data_dir = data.clone());
+        let svc = registry_server::jobs::memory_service(&app.state);
+        let p = principal("acme", "ann");
+        // Pairs of raw entries with the same content (as if written by two processes at once).
+        let systems = [
+            "payroll export",
+            "VPN gateway",
+            "build farm",
+            "mail relay",
+            "billing API",
+            "search cluster",
+            "mobile app",
+            "data warehouse",
+            "print server",
+            "SSO portal",
+            "backup robot",
+            "CDN edge",
+            "chat bot",
+            "CRM sync",
+            "invoice OCR",
+            "door badge system",
+            "HR portal",
+            "DNS resolver",
+            "metrics pipeline",
+            "wiki",
+        ];
+        let problems = [
+            "ran out of disk space during the night",
+            "rejected every login after the certificate rotation",
+        ];
+        for g in 0..GROUPS {
+            let content = format!("The {} {}", systems[g % 20], problems[g / 20]);
+            let a = svc.write(&p, &req("episodic", &content), None).unwrap();
+            assert_eq!(a.decision.as_str(), "accepted");
+            let mut dup = app.state.store.get(&a.id).unwrap().unwrap();
+            dup.meta.id = registry_core::asset::new_asset_id();
+            app.state
+                .store
+                .commit(vec![registry_core::store::WriteOp::PutVersion(Box::new(
+                    dup.clone(),
+                ))])
+                .unwrap();
+            svc.reindex(&[dup]).unwrap();
+        }
+    }
+    let edges = "SELECT count(*) FROM derivation WHERE relation = 'consolidated_from'";
+    let mut child = std::process::Command::new(registry_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["jobs", "run", "consolidate"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once some groups are done and others are not.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while count_in(&data, edges) < 6 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before the kill"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done = count_in(&data, edges);
+    assert!(
+        done < (GROUPS * 2) as i64,
+        "killed too late to test anything: {done}"
+    );
+    assert_eq!(
+        count_in(
+            &data,
+            "SELECT count(*) FROM job_runs WHERE name = 'consolidate' AND outcome = 'running'"
+        ),
+        1,
+        "the killed run stays recorded as running"
+    );
+    // Rerun to completion: every group consolidated exactly once.
+    let (code, out, err) = run_cli(&data, &["jobs", "run", "consolidate"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["outcome"], "ok");
+    assert_eq!(count_in(&data, edges), (GROUPS * 2) as i64);
+    assert_eq!(
+        count_in(
+            &data,
+            "SELECT count(DISTINCT child) FROM derivation WHERE relation = 'consolidated_from'"
+        ),
+        GROUPS as i64,
+        "one consolidated record per group"
+    );
+    // And once more: nothing left to do.
+    let (code, out, _) = run_cli(&data, &["jobs", "run", "consolidate"]);
+    assert_eq!(code, 0);
+    let again: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(again["counts"]["consolidated_records"], 0, "{again}");
+    let app = TestApp::start_with(|c| c.data_dir = data.clone());
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    for q in [
+        "payroll export disk space",
+        "wiki certificate rotation login",
+    ] {
+        assert!(!search(&app, &ann, q).is_empty(), "{q}");
+    }
+}
