@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
 use registry_core::audit::AuditDraft;
+use registry_core::deletion::Regenerator;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::retrieval::VisibilityFilter;
@@ -15,9 +16,9 @@ use registry_core::store::{AssetQuery, WriteOp};
 use registry_core::{CoreError, Trust};
 use serde::Serialize;
 
-use crate::Result;
 use crate::record::{Layer, MemoryBody, MemoryClass, MemoryStats, normalise};
 use crate::service::{MemoryService, SERVABLE};
+use crate::{Error, Result};
 
 /// Raw entries at or above this cosine, in the same scope and class, are consolidated.
 pub const CONSOLIDATE_COSINE: f32 = 0.90;
@@ -48,6 +49,8 @@ pub struct DecayReport {
 }
 
 const SYSTEM: &str = "system:jobs";
+/// The actor of regenerations made by the deletion engine.
+const DELETION: &str = "system:deletion";
 
 fn draft(r: &AssetRecord, action: &str, reason: String) -> AuditDraft {
     let mut d = AuditDraft::new(SYSTEM, action)
@@ -69,6 +72,63 @@ fn consolidated_id(members: &BTreeSet<AssetId>) -> AssetId {
 
 fn be(e: impl std::fmt::Display) -> CoreError {
     CoreError::backend("memory", e)
+}
+
+/// The consolidated record of `members` (raw entries with their bodies, in id order), as
+/// version `version` of asset `id`: the representative's body (highest trust, then the
+/// earliest written; among equals the last in id order) with every member's entities and
+/// evidence, the highest trust and sensitivity of any member, the earliest valid time.
+/// Consolidation and regeneration after a deletion both build the record here, so a record is
+/// a function of its members alone. `None` without members.
+fn consolidated_record(
+    id: AssetId,
+    version: u32,
+    members: &[(&AssetRecord, &MemoryBody)],
+    now: DateTime<Utc>,
+) -> Result<Option<AssetRecord>> {
+    let Some(&(rep, rep_body)) = members.iter().max_by(|(a, _), (b, _)| {
+        a.meta
+            .trust
+            .cmp(&b.meta.trust)
+            .then(b.meta.created_at.cmp(&a.meta.created_at))
+    }) else {
+        return Ok(None);
+    };
+    let mut cb = rep_body.clone();
+    cb.layer = Layer::Consolidated;
+    cb.gate = vec![];
+    cb.consolidated_from = members.iter().map(|(m, _)| m.meta.id.clone()).collect();
+    let mut ents = BTreeSet::new();
+    let mut evid = BTreeSet::new();
+    for (_, b) in members {
+        ents.extend(b.entities.iter().cloned());
+        evid.extend(b.evidence.iter().cloned());
+    }
+    cb.entities = ents.into_iter().collect();
+    cb.evidence = evid.into_iter().collect();
+    let mut meta = rep.meta.clone();
+    meta.id = id;
+    meta.version = version;
+    meta.status = AssetStatus::Active;
+    meta.trust = members
+        .iter()
+        .map(|(m, _)| m.meta.trust)
+        .max()
+        .unwrap_or(Trust::ExternalContent);
+    meta.sensitivity = members
+        .iter()
+        .map(|(m, _)| m.meta.sensitivity)
+        .max()
+        .unwrap_or(meta.sensitivity);
+    meta.valid_from = members.iter().filter_map(|(m, _)| m.meta.valid_from).min();
+    meta.created_at = now;
+    meta.updated_at = now;
+    meta.parents = cb.consolidated_from.clone();
+    Ok(Some(AssetRecord {
+        meta,
+        lookup_key: rep.lookup_key.clone(),
+        body: serde_json::to_value(&cb).map_err(be)?,
+    }))
 }
 
 impl MemoryService {
@@ -179,64 +239,17 @@ impl MemoryService {
             let (target_id, mut ops, new_rec) = match existing {
                 Some(c) => (c, vec![], None),
                 None => {
-                    let members: Vec<&AssetRecord> = raw
+                    let members: Vec<(&AssetRecord, &MemoryBody)> = raw
                         .iter()
-                        .filter_map(|id| by_id.get(id.as_str()).copied())
+                        .filter_map(|id| Some((*by_id.get(id.as_str())?, bodies.get(id)?)))
                         .collect();
-                    let rep = members
-                        .iter()
-                        .max_by(|a, b| {
-                            a.meta
-                                .trust
-                                .cmp(&b.meta.trust)
-                                .then(b.meta.created_at.cmp(&a.meta.created_at))
-                        })
-                        .copied()
-                        .unwrap_or(rec);
-                    let rep_body = bodies
-                        .get(&rep.meta.id)
-                        .cloned()
-                        .unwrap_or_else(|| body.clone());
-                    let mut cb = rep_body.clone();
-                    cb.layer = Layer::Consolidated;
-                    cb.gate = vec![];
-                    cb.consolidated_from = raw.iter().cloned().collect();
-                    let mut ents = BTreeSet::new();
-                    let mut evid = BTreeSet::new();
-                    for m in &members {
-                        if let Some(b) = bodies.get(&m.meta.id) {
-                            ents.extend(b.entities.iter().cloned());
-                            evid.extend(b.evidence.iter().cloned());
-                        }
-                    }
-                    cb.entities = ents.into_iter().collect();
-                    cb.evidence = evid.into_iter().collect();
-                    let mut meta = rep.meta.clone();
-                    meta.id = consolidated_id(&raw);
-                    meta.version = 1;
-                    meta.status = AssetStatus::Active;
-                    meta.owner = rep.meta.owner.clone();
-                    meta.trust = members
-                        .iter()
-                        .map(|m| m.meta.trust)
-                        .max()
-                        .unwrap_or(Trust::ExternalContent);
-                    meta.sensitivity = members
-                        .iter()
-                        .map(|m| m.meta.sensitivity)
-                        .max()
-                        .unwrap_or(meta.sensitivity);
-                    meta.valid_from = members.iter().filter_map(|m| m.meta.valid_from).min();
-                    meta.created_at = Utc::now();
-                    meta.updated_at = meta.created_at;
-                    meta.parents = raw.iter().cloned().collect();
-                    let new = AssetRecord {
-                        meta: meta.clone(),
-                        lookup_key: rep.lookup_key.clone(),
-                        body: serde_json::to_value(&cb).map_err(be)?,
+                    let Some(new) =
+                        consolidated_record(consolidated_id(&raw), 1, &members, Utc::now())?
+                    else {
+                        continue;
                     };
                     let ops = vec![WriteOp::PutVersion(Box::new(new.clone()))];
-                    (meta.id.clone(), ops, Some(new))
+                    (new.meta.id.clone(), ops, Some(new))
                 }
             };
             for id in &raw {
@@ -375,5 +388,120 @@ impl MemoryService {
         }
         report.weights_changed = weights.len() as u64;
         Ok(report)
+    }
+}
+
+impl MemoryService {
+    /// Rebuilds the consolidated memory `child` from the raw entries that remain after a
+    /// deletion took some of its members: its next version, built as consolidation builds it
+    /// (so nothing of a deleted member's body is in it), with `ConsolidatedFrom` edges from the
+    /// remaining members, committed with an audit event (hashes only) and re-indexed in both
+    /// legs. The deletion engine purges the earlier versions and the deleted members' edges.
+    /// `None` (the engine then deletes the child) when `child` is not a consolidated memory or
+    /// no raw member remains.
+    pub fn regenerate_consolidated(
+        &self,
+        child: &AssetRecord,
+        remaining: &[AssetRecord],
+    ) -> Result<Option<AssetId>> {
+        if child.meta.kind != AssetKind::Memory
+            || !MemoryBody::from_record(child).is_some_and(|b| b.layer == Layer::Consolidated)
+        {
+            return Ok(None);
+        }
+        let mut members: Vec<(&AssetRecord, MemoryBody)> = remaining
+            .iter()
+            .filter(|r| r.meta.kind == AssetKind::Memory)
+            .filter_map(|r| {
+                MemoryBody::from_record(r)
+                    .filter(|b| b.layer == Layer::Raw)
+                    .map(|b| (r, b))
+            })
+            .collect();
+        members.sort_by(|a, b| a.0.meta.id.cmp(&b.0.meta.id));
+        members.dedup_by(|a, b| a.0.meta.id == b.0.meta.id);
+        let members: Vec<(&AssetRecord, &MemoryBody)> =
+            members.iter().map(|(r, b)| (*r, b)).collect();
+        let version = child.meta.version + 1;
+        let Some(mut new) =
+            consolidated_record(child.meta.id.clone(), version, &members, Utc::now())?
+        else {
+            return Ok(None);
+        };
+        if self.superseded_by_another(child)? {
+            new.meta.status = AssetStatus::Superseded;
+        }
+        // A rerun after a crash between this commit and the receipt finds its own version as
+        // the head: nothing more to write.
+        let written = child.meta.status != AssetStatus::Revoked
+            && child.body == new.body
+            && child.meta.content_hash == new.meta.content_hash;
+        let head = if written {
+            child.clone()
+        } else {
+            let mut ops = vec![WriteOp::PutVersion(Box::new(new.clone()))];
+            for (m, _) in &members {
+                ops.push(WriteOp::AddEdge(DerivationEdge {
+                    parent: m.meta.id.clone(),
+                    child: child.meta.id.clone(),
+                    relation: Relation::ConsolidatedFrom,
+                    child_store: ChildStore::Assets,
+                }));
+            }
+            let mut d = AuditDraft::new(DELETION, "memory.regenerate")
+                .asset(&child.meta.id)
+                .hashes(
+                    Some(child.meta.content_hash.clone()),
+                    Some(new.meta.content_hash.clone()),
+                )
+                .reason(format!(
+                    "version {version} rebuilt from {} remaining members",
+                    members.len()
+                ));
+            d.tenant = child.meta.scope.tenant.clone();
+            ops.push(WriteOp::Audit(d));
+            self.store.commit(ops)?;
+            new
+        };
+        self.reindex(std::slice::from_ref(&head))?;
+        Ok(Some(child.meta.id.clone()))
+    }
+
+    /// Whether a live record on the same subject and attribute replaced `child` (it then comes
+    /// back superseded, not active).
+    fn superseded_by_another(&self, child: &AssetRecord) -> Result<bool> {
+        let Some(lk) = &child.lookup_key else {
+            return Ok(false);
+        };
+        Ok(self
+            .store
+            .find(&AssetQuery {
+                kind: Some(AssetKind::Memory),
+                tenant: child.meta.scope.tenant.clone(),
+                lookup_key: Some(lk.clone()),
+                heads_only: true,
+                ..Default::default()
+            })?
+            .iter()
+            .any(|r| {
+                r.meta.id != child.meta.id
+                    && r.meta.status != AssetStatus::Revoked
+                    && MemoryBody::from_record(r)
+                        .is_some_and(|b| b.supersedes.as_deref() == Some(child.meta.id.as_str()))
+            }))
+    }
+}
+
+impl Regenerator for MemoryService {
+    fn regenerate(
+        &self,
+        child: &AssetRecord,
+        remaining: &[AssetRecord],
+    ) -> registry_core::CoreResult<Option<AssetId>> {
+        self.regenerate_consolidated(child, remaining)
+            .map_err(|e| match e {
+                Error::Core(c) => c,
+                other => be(other),
+            })
     }
 }

@@ -531,3 +531,199 @@ fn reindex_re_embeds_what_another_model_made() {
     let again = registry_server::jobs::run_job(&app.state, "reindex").unwrap();
     assert_eq!(again.counts["chunks"], 0);
 }
+
+/// Ids the text leg alone finds for `q`, as ann of acme.
+fn lexical(app: &TestApp, q: &str) -> Vec<String> {
+    use registry_core::retrieval::TextIndex;
+    let f = VisibilityFilter::for_principal(&Principal::new("acme", "ann"), &[]);
+    app.state
+        .text
+        .search(q, &f, 20)
+        .unwrap()
+        .into_iter()
+        .map(|h| h.asset_id)
+        .collect()
+}
+
+/// Memory search over the API: `(id, content)` of every hit.
+fn memory_hits(app: &TestApp, key: &Key, q: &str) -> Vec<(String, String)> {
+    let (s, b) = call(app.post(key, "/v1/memories/search", &json!({"query": q, "k": 20})));
+    assert_eq!(s, 200, "{b}");
+    b["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["memory"]["id"].as_str().unwrap().to_string(),
+                h["memory"]["content"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_last() {
+    use registry_memory::record::{MemoryBody, normalise};
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let alpha = "zqxalpha5151";
+    let bravo = "zqxbravo6262";
+    let (s, w) = call(app.post(
+        &ann,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": format!("Ann's locker is in the east wing, code {alpha}"),
+                "subject": "Ann", "attribute": "locker", "value": "east wing"}),
+    ));
+    assert!(s == 200 || s == 201, "{w}");
+    let a = w["id"].as_str().unwrap().to_string();
+    // The same fact again as a raw entry that escaped the gate's dedupe (a concurrent writer):
+    // seeded in the store, written after `a`, so `a` represents the consolidated record.
+    let ra = app.state.store.get(&a).unwrap().unwrap();
+    let mut rb = ra.clone();
+    rb.meta.id = registry_core::asset::new_asset_id();
+    rb.meta.created_at = ra.meta.created_at + chrono::Duration::seconds(1);
+    let mut body = MemoryBody::from_record(&ra).unwrap();
+    body.content = format!("Ann keeps her gym bag in the east wing locker {bravo}");
+    rb.meta.content_hash = sha256_hex(normalise(&body.content));
+    rb.body = serde_json::to_value(&body).unwrap();
+    let b = rb.meta.id.clone();
+    app.state
+        .store
+        .commit(vec![WriteOp::PutVersion(Box::new(rb.clone()))])
+        .unwrap();
+    let svc = registry_server::jobs::memory_service(&app.state);
+    svc.reindex(&[rb]).unwrap();
+    let report = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+    assert_eq!(
+        report.counts["consolidated_records"], 1,
+        "{}",
+        report.counts
+    );
+    assert_eq!(report.counts["raw_merged"], 2);
+    let c = app
+        .state
+        .store
+        .edges_from(&a)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.relation == Relation::ConsolidatedFrom)
+        .unwrap()
+        .child;
+    let (_, before) = call(app.get(&ann, &format!("/v1/memories/{c}")));
+    assert!(
+        before["memory"]["content"]
+            .as_str()
+            .unwrap()
+            .contains(alpha),
+        "{before}"
+    );
+
+    // Purge the representative: the consolidated record is rebuilt from `b` alone.
+    let (s, out) = call(app.delete(&ann, &format!("/v1/memories/{a}?level=purged")));
+    assert_eq!(s, 200, "{out}");
+    let receipt: Receipt = serde_json::from_value(out["receipt"].clone()).unwrap();
+    assert_eq!(receipt.level_reached, DeletionLevel::Purged);
+    assert_eq!(receipt.counts.regenerated, 1);
+    let reached = receipt.assets.iter().find(|x| x.id == c).unwrap();
+    assert_eq!(reached.via, "consolidated_from");
+    assert_eq!(reached.regenerated_as.as_deref(), Some(c.as_str()));
+    assert_eq!(reached.regenerated_version, Some(2));
+    assert!(
+        reached
+            .stores
+            .iter()
+            .all(|s| s.level == DeletionLevel::Purged)
+    );
+    assert!(!serde_json::to_string(&receipt).unwrap().contains(alpha));
+
+    let (s, now) = call(app.get(&ann, &format!("/v1/memories/{c}")));
+    assert_eq!(s, 200, "{now}");
+    let content = now["memory"]["content"].as_str().unwrap();
+    assert!(content.contains(bravo) && !content.contains(alpha), "{now}");
+    assert_eq!(now["memory"]["version"], 2);
+    assert_eq!(now["memory"]["status"], "active");
+    assert_eq!(now["memory"]["consolidated_from"], json!([b]));
+    assert_eq!(now["versions"].as_array().unwrap().len(), 1, "{now}");
+    assert!(app.state.store.get_version(&c, 1).unwrap().is_none());
+    let edges = app.state.store.edges_to(&c).unwrap();
+    assert_eq!(
+        edges
+            .iter()
+            .map(|e| (e.parent.as_str(), e.relation))
+            .collect::<Vec<_>>(),
+        vec![(b.as_str(), Relation::ConsolidatedFrom)]
+    );
+    // Nothing finds the purged parent's word; the rebuilt record is indexed under the other's.
+    assert!(lexical(&app, alpha).is_empty());
+    let hits = memory_hits(&app, &ann, alpha);
+    assert!(
+        hits.iter()
+            .all(|(id, text)| *id != a && !text.contains(alpha)),
+        "{hits:?}"
+    );
+    assert_eq!(lexical(&app, bravo), vec![c.clone()]);
+    assert!(
+        memory_hits(&app, &ann, bravo)
+            .iter()
+            .any(|(id, _)| *id == c)
+    );
+    // The rebuild is audited with hashes, never content.
+    let events = app.state.store.audit_events(0, 10_000).unwrap();
+    let regen = events
+        .iter()
+        .find(|e| e.draft.action == "memory.regenerate")
+        .unwrap();
+    assert_eq!(regen.draft.asset_id.as_deref(), Some(c.as_str()));
+    assert!(regen.draft.after_hash.is_some());
+    assert!(!serde_json::to_string(&events).unwrap().contains(alpha));
+    // The delete checkpointed the store: no file holds the purged parent's bytes.
+    let found = files_containing(&app.state.config.data_dir, alpha.as_bytes());
+    assert!(found.is_empty(), "canary still on disk in {found:?}");
+
+    // The purge job resuming this deletion as a crash between the rebuild and its receipt
+    // would leave it finds the rebuild made and writes no further version.
+    let mut again = receipt.clone();
+    again.level_reached = DeletionLevel::Deindexed;
+    again.status = ReceiptStatus::InProgress;
+    again.finished_at = None;
+    again.counts.regenerated = 0;
+    for x in &mut again.assets {
+        x.regenerated_as = None;
+        x.regenerated_version = None;
+    }
+    app.state.store.put_receipt(&again).unwrap();
+    let report = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    assert_eq!(report.counts["receipts_completed"], 1, "{report:?}");
+    let resumed = app.state.store.get_receipt(&receipt.id).unwrap().unwrap();
+    let reached = resumed.assets.iter().find(|x| x.id == c).unwrap();
+    assert_eq!(reached.regenerated_version, Some(2));
+    let versions: Vec<u32> = app
+        .state
+        .store
+        .history(&c)
+        .unwrap()
+        .iter()
+        .map(|r| r.meta.version)
+        .collect();
+    assert_eq!(versions, vec![2]);
+
+    // Purge the last parent: the consolidated record goes with it.
+    let (s, out) = call(app.delete(&ann, &format!("/v1/memories/{b}?level=purged")));
+    assert_eq!(s, 200, "{out}");
+    let receipt: Receipt = serde_json::from_value(out["receipt"].clone()).unwrap();
+    let reached = receipt.assets.iter().find(|x| x.id == c).unwrap();
+    assert_eq!(
+        (reached.regenerated_as.as_ref(), receipt.counts.regenerated),
+        (None, 0)
+    );
+    assert!(app.state.store.get(&c).unwrap().is_none());
+    assert_error(
+        call(app.get(&ann, &format!("/v1/memories/{c}"))),
+        404,
+        "NOT_FOUND",
+    );
+    assert!(lexical(&app, bravo).is_empty());
+    let found = files_containing(&app.state.config.data_dir, bravo.as_bytes());
+    assert!(found.is_empty(), "canary still on disk in {found:?}");
+}

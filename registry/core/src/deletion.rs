@@ -65,6 +65,10 @@ pub struct ReachedAsset {
     /// A summary regenerated without the deleted parents: its replacement's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regenerated_as: Option<AssetId>,
+    /// When the replacement is a new version of this same asset: that version. It stays; every
+    /// earlier one (each may hold a deleted parent's content) is purged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerated_version: Option<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blobs: Vec<String>,
 }
@@ -106,6 +110,23 @@ pub struct Receipt {
     pub started_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
+    /// Wall time of each stage of this run, in milliseconds (`plan`, `revoke`, `deindex`,
+    /// `regenerate`, `purge_store`, `compact_text`, `compact_vectors`, `blobs`, `verify`); a
+    /// resumed run adds to them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stage_ms: BTreeMap<String, u64>,
+}
+
+/// Runs `f` and adds its wall time to `stage` in `r`.
+fn timed<T>(
+    r: &mut BTreeMap<String, u64>,
+    stage: &str,
+    f: impl FnOnce() -> CoreResult<T>,
+) -> CoreResult<T> {
+    let t = std::time::Instant::now();
+    let out = f();
+    *r.entry(stage.to_string()).or_default() += t.elapsed().as_millis() as u64;
+    out
 }
 
 /// Durable receipts. `put` replaces the receipt with the same id atomically.
@@ -164,7 +185,8 @@ impl DeletionEngine<'_> {
             return Err(CoreError::validation("nothing to delete"));
         }
         let now = Utc::now();
-        let (assets, flagged) = self.plan(roots)?;
+        let mut stage_ms = BTreeMap::new();
+        let (assets, flagged) = timed(&mut stage_ms, "plan", || self.plan(roots))?;
         let mut receipt = Receipt {
             id: format!("rcpt_{}", uuid::Uuid::now_v7().simple()),
             tenant: tenant.map(String::from),
@@ -185,8 +207,11 @@ impl DeletionEngine<'_> {
             started_at: now,
             updated_at: now,
             finished_at: None,
+            stage_ms,
         };
-        self.revoke(&mut receipt)?;
+        let mut stage_ms = std::mem::take(&mut receipt.stage_ms);
+        timed(&mut stage_ms, "revoke", || self.revoke(&mut receipt))?;
+        receipt.stage_ms = stage_ms;
         self.receipts.put_receipt(&receipt)?;
         self.advance(receipt)
     }
@@ -240,6 +265,7 @@ impl DeletionEngine<'_> {
                 versions: history.len() as u64,
                 stores: vec![],
                 regenerated_as: None,
+                regenerated_version: None,
                 blobs: blobs.into_iter().collect(),
                 id,
             });
@@ -284,10 +310,23 @@ impl DeletionEngine<'_> {
 
     /// Continues a receipt from its last finished stage up to its target. Idempotent.
     pub fn advance(&self, mut r: Receipt) -> CoreResult<Receipt> {
+        let mut ms = std::mem::take(&mut r.stage_ms);
+        let out = self.advance_timed(&mut r, &mut ms);
+        r.stage_ms = ms;
+        out?;
+        r.status = ReceiptStatus::Completed;
+        r.finished_at = Some(Utc::now());
+        self.save(&mut r)?;
+        Ok(r)
+    }
+
+    fn advance_timed(&self, r: &mut Receipt, ms: &mut BTreeMap<String, u64>) -> CoreResult<()> {
         if r.target >= DeletionLevel::Deindexed && r.level_reached < DeletionLevel::Deindexed {
             let ids: Vec<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
-            self.text.delete(&ids)?;
-            self.vectors.delete(&ids)?;
+            timed(ms, "deindex", || {
+                self.text.delete(&ids)?;
+                self.vectors.delete(&ids)
+            })?;
             for a in &mut r.assets {
                 for store in [ChildStore::TextIndex, ChildStore::VectorIndex] {
                     a.stores.push(StoreReach {
@@ -300,26 +339,57 @@ impl DeletionEngine<'_> {
             r.counts.text_entries = ids.len() as u64;
             r.counts.vectors = ids.len() as u64;
             r.level_reached = DeletionLevel::Deindexed;
-            self.save(&mut r)?;
+            r.stage_ms = ms.clone();
+            self.save(r)?;
         }
         if r.target >= DeletionLevel::Purged && r.level_reached < DeletionLevel::Purged {
-            self.regenerate(&mut r)?;
-            let ids: Vec<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
-            self.store.purge(
-                &ids,
-                AuditDraft {
-                    actor: r.actor.clone(),
-                    tenant: r.tenant.clone(),
-                    action: "deletion.purge".into(),
-                    asset_id: Some(r.id.clone()),
-                    before_hash: None,
-                    after_hash: None,
-                    reason: Some(r.reason.clone()),
-                },
-            )?;
-            self.text.compact()?;
-            self.vectors.compact()?;
+            timed(ms, "regenerate", || self.regenerate(r))?;
+            r.stage_ms = ms.clone();
+            self.save(r)?;
+            // A summary regenerated as a new version of itself stays; only its earlier
+            // versions go. Everything else reached goes whole.
+            let ids: Vec<AssetId> = r
+                .assets
+                .iter()
+                .filter(|a| a.regenerated_version.is_none())
+                .map(|a| a.id.clone())
+                .collect();
+            timed(ms, "purge_store", || {
+                self.store.purge(
+                    &ids,
+                    AuditDraft {
+                        actor: r.actor.clone(),
+                        tenant: r.tenant.clone(),
+                        action: "deletion.purge".into(),
+                        asset_id: Some(r.id.clone()),
+                        before_hash: None,
+                        after_hash: None,
+                        reason: Some(r.reason.clone()),
+                    },
+                )?;
+                for a in &r.assets {
+                    if let Some(v) = a.regenerated_version {
+                        self.store.purge_versions_before(
+                            &a.id,
+                            v,
+                            AuditDraft {
+                                actor: r.actor.clone(),
+                                tenant: r.tenant.clone(),
+                                action: "deletion.purge_versions".into(),
+                                asset_id: Some(a.id.clone()),
+                                before_hash: None,
+                                after_hash: None,
+                                reason: Some(format!("{}: versions before {v}", r.id)),
+                            },
+                        )?;
+                    }
+                }
+                Ok(())
+            })?;
+            timed(ms, "compact_text", || self.text.compact())?;
+            timed(ms, "compact_vectors", || self.vectors.compact())?;
             let mut blob_count = 0;
+            let t = std::time::Instant::now();
             for a in &mut r.assets {
                 let mut kept = vec![];
                 for d in &a.blobs {
@@ -344,22 +414,51 @@ impl DeletionEngine<'_> {
                     });
                 }
             }
+            *ms.entry("blobs".into()).or_default() += t.elapsed().as_millis() as u64;
             r.counts.blobs = blob_count;
-            // Prove it: nothing of any reached asset is left in the store.
-            for id in &ids {
-                if self.store.get(id)?.is_some() {
-                    return Err(CoreError::backend(
-                        "deletion",
-                        format!("{id} survived the purge"),
-                    ));
-                }
-            }
+            // Prove it: no version of any reached asset is left in the store, but the
+            // regenerated version of a summary rebuilt in place.
+            timed(ms, "verify", || self.verify_purged(&r.assets))?;
             r.level_reached = DeletionLevel::Purged;
         }
-        r.status = ReceiptStatus::Completed;
-        r.finished_at = Some(Utc::now());
-        self.save(&mut r)?;
-        Ok(r)
+        Ok(())
+    }
+
+    /// Fails unless every reached asset is gone from the store (a regenerated one: every
+    /// version before its regenerated one).
+    fn verify_purged(&self, assets: &[ReachedAsset]) -> CoreResult<()> {
+        let whole: Vec<AssetId> = assets
+            .iter()
+            .filter(|a| a.regenerated_version.is_none())
+            .map(|a| a.id.clone())
+            .collect();
+        for ids in whole.chunks(500) {
+            let left = self.store.find(&crate::store::AssetQuery {
+                ids: Some(ids.to_vec()),
+                limit: Some(1),
+                ..Default::default()
+            })?;
+            if let Some(x) = left.first() {
+                return Err(CoreError::backend(
+                    "deletion",
+                    format!("{} survived the purge", x.meta.id),
+                ));
+            }
+        }
+        for a in assets {
+            let Some(v) = a.regenerated_version else {
+                continue;
+            };
+            if let Some(x) = self.store.history(&a.id)?.first()
+                && x.meta.version < v
+            {
+                return Err(CoreError::backend(
+                    "deletion",
+                    format!("{} version {} survived the purge", a.id, x.meta.version),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether any stored asset of `kind` (the purged ones are gone already) holds blob `d`.
@@ -380,15 +479,19 @@ impl DeletionEngine<'_> {
     fn regenerate(&self, r: &mut Receipt) -> CoreResult<()> {
         let deleting: BTreeSet<AssetId> = r.assets.iter().map(|a| a.id.clone()).collect();
         for a in &mut r.assets {
-            if a.regenerated_as.is_some()
-                || !matches!(a.via.as_str(), "summary_of" | "consolidated_from")
-            {
+            if a.regenerated_as.is_some() {
                 continue;
             }
+            let Some(relation) = Relation::parse(&a.via)
+                .filter(|rel| matches!(rel, Relation::SummaryOf | Relation::ConsolidatedFrom))
+            else {
+                continue;
+            };
             let parents: Vec<AssetId> = self
                 .store
                 .edges_to(&a.id)?
                 .into_iter()
+                .filter(|e| e.relation == relation && e.child_store == ChildStore::Assets)
                 .map(|e| e.parent)
                 .filter(|p| !deleting.contains(p))
                 .collect();
@@ -402,7 +505,7 @@ impl DeletionEngine<'_> {
             let mut remaining = vec![];
             for p in parents {
                 if let Some(rec) = self.store.get(&p)?
-                    && rec.meta.status.is_servable()
+                    && feeds_regeneration(relation, &child, &rec)
                 {
                     remaining.push(rec);
                 }
@@ -410,11 +513,40 @@ impl DeletionEngine<'_> {
             if remaining.is_empty() {
                 continue;
             }
-            if let Some(new_id) = regen.regenerate(&child, &remaining)? {
-                a.regenerated_as = Some(new_id);
-                r.counts.regenerated += 1;
+            let Some(new_id) = regen.regenerate(&child, &remaining)? else {
+                continue;
+            };
+            if new_id == a.id {
+                // Rebuilt in place: the new head must be a live version, never the revoked
+                // one that still holds the deleted parents' content.
+                let head = self.store.get(&a.id)?;
+                match head {
+                    Some(h) if h.meta.status != AssetStatus::Revoked => {
+                        a.regenerated_version = Some(h.meta.version);
+                    }
+                    _ => {
+                        return Err(CoreError::backend(
+                            "deletion",
+                            format!("{} was regenerated without a new version", a.id),
+                        ));
+                    }
+                }
             }
+            a.regenerated_as = Some(new_id);
+            r.counts.regenerated += 1;
         }
-        self.save(r)
+        Ok(())
     }
+}
+
+/// Whether a remaining parent feeds the regenerated child. Raw memory entries stay
+/// `superseded` once consolidated, yet they are the live members of the consolidated record;
+/// every other derived asset is rebuilt from servable parents only.
+fn feeds_regeneration(relation: Relation, child: &AssetRecord, parent: &AssetRecord) -> bool {
+    let status = parent.meta.status;
+    status.is_servable()
+        || (relation == Relation::ConsolidatedFrom
+            && child.meta.kind == AssetKind::Memory
+            && parent.meta.kind == AssetKind::Memory
+            && status == AssetStatus::Superseded)
 }

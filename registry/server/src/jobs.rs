@@ -47,6 +47,18 @@ pub fn memory_service(state: &AppState) -> MemoryService {
     )
 }
 
+/// Summaries that lose a parent to a deletion are rebuilt by their domain: consolidated
+/// memories by the memory service; anything else is deleted with its last parent.
+impl registry_core::deletion::Regenerator for AppState {
+    fn regenerate(
+        &self,
+        child: &registry_core::asset::AssetRecord,
+        remaining: &[registry_core::asset::AssetRecord],
+    ) -> registry_core::CoreResult<Option<registry_core::asset::AssetId>> {
+        registry_core::deletion::Regenerator::regenerate(&memory_service(self), child, remaining)
+    }
+}
+
 fn ts(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }

@@ -250,3 +250,54 @@ fn purge_removes_the_bytes_from_every_file() {
     }
     assert!(s.get(&keep.meta.id).unwrap().is_some());
 }
+
+#[test]
+fn purging_earlier_versions_keeps_the_head_and_the_edges() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(dir.path());
+    let canary = "canary-51d0e2aa-old-version";
+    let parent = record("a parent", "acme");
+    put(&s, &parent);
+    let v1 = record(canary, "acme");
+    let id = v1.meta.id.clone();
+    s.commit(vec![
+        WriteOp::PutVersion(Box::new(v1.clone())),
+        WriteOp::AddEdge(DerivationEdge {
+            parent: parent.meta.id.clone(),
+            child: id.clone(),
+            relation: Relation::ConsolidatedFrom,
+            child_store: ChildStore::Assets,
+        }),
+    ])
+    .unwrap();
+    for (v, text) in [(2, canary), (3, "rebuilt without it")] {
+        let mut next = record(text, "acme");
+        next.meta.id = id.clone();
+        next.meta.version = v;
+        put(&s, &next);
+    }
+    let n = s
+        .purge_versions_before(&id, 3, AuditDraft::new("admin", "purge").asset(id.clone()))
+        .unwrap();
+    assert_eq!(n, 2);
+    let history: Vec<u32> = s
+        .history(&id)
+        .unwrap()
+        .iter()
+        .map(|r| r.meta.version)
+        .collect();
+    assert_eq!(history, vec![3]);
+    assert_eq!(s.get(&id).unwrap().unwrap().meta.version, 3);
+    assert_eq!(s.edges_to(&id).unwrap().len(), 1);
+    assert!(verify_chain(s.audit_events(0, 100).unwrap()).is_ok());
+    s.checkpoint().unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let p = entry.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(
+            !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+            "canary found in {}",
+            p.display()
+        );
+    }
+}

@@ -9,8 +9,10 @@
 //!
 //! Durability: every upsert/delete is one SQLite transaction (WAL, `synchronous=FULL`), committed
 //! before the in-memory state changes and before the call returns. `secure_delete` zeroes deleted
-//! rows; [`VectorIndex::compact`] checkpoints the WAL, vacuums and truncates the WAL so no
-//! deleted vector survives in any file.
+//! rows and freed pages in place; [`VectorIndex::compact`] checkpoints and truncates the WAL
+//! (which still holds earlier images of those pages), so no deleted vector survives in any
+//! file. It vacuums only when free pages make up [`VACUUM_FREE_FRACTION`] of the file: a vacuum
+//! rewrites the whole file, which a deletion of a few entries should not pay for.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
@@ -23,6 +25,8 @@ use registry_core::{CoreError, CoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
 
 const DB_FILE: &str = "vectors.sqlite3";
+/// Share of free pages above which [`VectorIndex::compact`] gives the space back (vacuum).
+pub const VACUUM_FREE_FRACTION: f64 = 0.25;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -486,8 +490,12 @@ impl EmbeddedVectorIndex {
     fn compact_storage(&self) -> Result<()> {
         let conn = self.conn.lock();
         conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        conn.execute_batch("VACUUM")?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
+        if pages > 0 && free as f64 / pages as f64 > VACUUM_FREE_FRACTION {
+            conn.execute_batch("VACUUM")?;
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        }
         let mut mem = self.mem.write();
         for p in mem.partitions.values_mut() {
             p.data.shrink_to_fit();

@@ -198,6 +198,26 @@ fn compact_physically_removes_deleted_vectors() {
 }
 
 #[test]
+fn compact_gives_space_back_once_most_entries_are_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = EmbeddedVectorIndex::open(dir.path(), DIM).unwrap();
+    let batch: Vec<VectorEntry> = (0..400)
+        .map(|i| entry(&format!("e{i}"), "t:acme", unit_vector(i)))
+        .collect();
+    ix.upsert(&batch).unwrap();
+    ix.compact().unwrap();
+    let file = dir.path().join("vectors.sqlite3");
+    let full = std::fs::metadata(&file).unwrap().len();
+    let gone: Vec<String> = (0..300).map(|i| format!("e{i}")).collect();
+    ix.delete(&gone).unwrap();
+    ix.compact().unwrap();
+    let after = std::fs::metadata(&file).unwrap().len();
+    assert!(after * 2 < full, "{after} bytes after, {full} before");
+    assert!(files_containing(dir.path(), b"e17").is_empty());
+    assert_eq!(ix.len().unwrap(), 100);
+}
+
+#[test]
 fn readers_run_beside_a_writer() {
     let dir = tempfile::tempdir().unwrap();
     let ix = Arc::new(EmbeddedVectorIndex::open(dir.path(), DIM).unwrap());

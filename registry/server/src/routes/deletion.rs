@@ -49,7 +49,18 @@ pub fn delete_assets(
     reason: &str,
 ) -> ApiResult<Receipt> {
     let regen = state.regenerator();
-    Ok(engine(state, regen).delete(Some(&p.tenant), &p.user, reason, roots, level)?)
+    let r = engine(state, regen).delete(Some(&p.tenant), &p.user, reason, roots, level)?;
+    checkpoint_after(state, &r)?;
+    Ok(r)
+}
+
+/// After a purge, the WAL still holds the pages the purge overwrote: checkpoint and truncate
+/// it so the bytes are gone from every file of the store.
+fn checkpoint_after(state: &AppState, r: &Receipt) -> ApiResult<()> {
+    if r.level_reached == DeletionLevel::Purged {
+        state.store.checkpoint()?;
+    }
+    Ok(())
 }
 
 /// Finishes every deletion that a crash interrupted. Idempotent.
@@ -58,7 +69,9 @@ pub fn resume_unfinished(state: &AppState) -> ApiResult<Vec<Receipt>> {
     let eng = engine(state, regen);
     let mut done = vec![];
     for r in state.store.unfinished_receipts()? {
-        done.push(eng.advance(r)?);
+        let r = eng.advance(r)?;
+        checkpoint_after(state, &r)?;
+        done.push(r);
     }
     Ok(done)
 }
@@ -105,34 +118,40 @@ pub async fn erase_subject(
         ));
     }
     state
-        .blocking(move |s| {
-            let ids: Vec<AssetId> = s
-                .store
-                .find(&AssetQuery {
-                    tenant: Some(p.tenant.clone()),
-                    owner: Some(user.clone()),
-                    heads_only: true,
-                    ..Default::default()
-                })?
-                .into_iter()
-                .map(|r| r.meta.id)
-                .collect();
-            // The subject's context manifests hold their queries: erased first, so that the
-            // purge's checkpoint takes their pages out of the WAL too.
-            let manifests = crate::context::erase_for(s, &p.tenant, &user)?;
-            if ids.is_empty() && manifests == 0 {
-                return Err(ApiError::not_found(format!("no assets of subject {user}")));
-            }
-            let reason = q
-                .reason
-                .unwrap_or_else(|| format!("subject erasure of {user}"));
-            Ok(axum::Json(delete_assets(
-                s,
-                &p,
-                &ids,
-                DeletionLevel::Purged,
-                &reason,
-            )?))
-        })
+        .blocking(move |s| Ok(axum::Json(erase_subject_now(s, &p, &user, q.reason)?)))
         .await
+}
+
+/// Erases every asset `user` owns in `p`'s tenant, and everything derived from them, to the
+/// purged level (the caller checks the right to). Blocking.
+pub fn erase_subject_now(
+    s: &AppState,
+    p: &Principal,
+    user: &str,
+    reason: Option<String>,
+) -> ApiResult<Receipt> {
+    let ids: Vec<AssetId> = s
+        .store
+        .find(&AssetQuery {
+            tenant: Some(p.tenant.clone()),
+            owner: Some(user.to_string()),
+            heads_only: true,
+            ..Default::default()
+        })?
+        .into_iter()
+        .map(|r| r.meta.id)
+        .collect();
+    // The subject's context manifests hold their queries: erased first, so that the purge's
+    // checkpoint takes their pages out of the WAL too.
+    let manifests = crate::context::erase_for(s, &p.tenant, user)?;
+    if ids.is_empty() {
+        if manifests > 0 {
+            // Nothing for the engine to walk; take the manifests' pages out of the WAL here.
+            s.store.checkpoint()?;
+        }
+        return Err(ApiError::not_found(format!("no assets of subject {user}"))
+            .with_details(serde_json::json!({ "context_manifests_erased": manifests })));
+    }
+    let reason = reason.unwrap_or_else(|| format!("subject erasure of {user}"));
+    delete_assets(s, p, &ids, DeletionLevel::Purged, &reason)
 }
