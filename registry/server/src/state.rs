@@ -153,11 +153,11 @@ impl AppState {
 
     /// Memory writes defer their text-index commit (the store is the durable copy). Entries the
     /// last commit did not include are re-written from the store, with a margin for writes that
-    /// were between their store commit and their index write when the commit began.
+    /// were between their store commit and their index write when the commit began (60 s).
     fn recover_deferred_text(&self) -> Result<(), StartError> {
         use registry_core::retrieval::TextIndex;
         let since = match self.text.durable_until().map_err(StartError::Recover)? {
-            Some(t) => t - chrono::Duration::minutes(5),
+            Some(t) => t - chrono::Duration::seconds(60),
             None => chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
         };
         let n = crate::jobs::memory_service(self)

@@ -16,6 +16,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0004_context",
         include_str!("../migrations/0004_context.sql"),
     ),
+    (
+        "0005_created_index",
+        include_str!("../migrations/0005_created_index.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -397,14 +397,33 @@ impl AssetStore for SqliteStore {
             sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
         };
         use rusqlite::types::Value as V;
+        // With a content hash or ids, the best index is known: the unary `+` keeps SQLite's
+        // planner (which has no statistics) from choosing a tenant- or kind-wide index for the
+        // other columns instead, which scanned a whole tenant's rows per write.
+        let pinned = q.content_hash.is_some() || q.ids.is_some();
+        let col = |name: &str| {
+            if pinned {
+                format!("+{name}")
+            } else {
+                name.to_string()
+            }
+        };
         if q.heads_only {
             sql.push_str(" AND is_head = 1");
         }
         if let Some(k) = q.kind {
-            push(&mut sql, " AND kind = ?", V::Text(k.as_str().into()));
+            push(
+                &mut sql,
+                &format!(" AND {} = ?", col("kind")),
+                V::Text(k.as_str().into()),
+            );
         }
         if let Some(t) = &q.tenant {
-            push(&mut sql, " AND tenant = ?", V::Text(t.clone()));
+            push(
+                &mut sql,
+                &format!(" AND {} = ?", col("tenant")),
+                V::Text(t.clone()),
+            );
         }
         if let Some(l) = &q.lookup_key {
             push(&mut sql, " AND lookup_key = ?", V::Text(l.clone()));
@@ -425,12 +444,12 @@ impl AssetStore for SqliteStore {
                 V::Text(ts(e)),
             );
         }
-        let mut in_list = |sql: &mut String, col: &str, vals: Vec<String>| {
+        let mut in_list = |sql: &mut String, column: &str, vals: Vec<String>| {
             if vals.is_empty() {
                 sql.push_str(" AND 0");
                 return;
             }
-            sql.push_str(&format!(" AND {col} IN ("));
+            sql.push_str(&format!(" AND {column} IN ("));
             for (i, v) in vals.into_iter().enumerate() {
                 if i > 0 {
                     sql.push(',');
@@ -441,12 +460,12 @@ impl AssetStore for SqliteStore {
             sql.push(')');
         };
         if let Some(s) = &q.scope_keys {
-            in_list(&mut sql, "scope_key", s.clone());
+            in_list(&mut sql, &col("scope_key"), s.clone());
         }
         if let Some(s) = &q.statuses {
             in_list(
                 &mut sql,
-                "status",
+                &col("status"),
                 s.iter().map(|x| x.as_str().to_string()).collect(),
             );
         }

@@ -118,7 +118,10 @@ fn main() -> anyhow::Result<()> {
     let ann = Principal::new("acme", "ann");
     println!("memory-bench: data dir {}", dir.display());
     let search_only = args.iter().any(|a| a == "--search-only");
-    if !search_only {
+    if search_only {
+        // An existing store (`--data-dir` from an earlier run): the writes that need it full.
+        writes_in_a_full_store(&svc, &ann, total, in_user)?;
+    } else {
         write_and_bulk(&state, &svc, &ann, total, in_user)?;
     }
     search_bench(&svc, &ann)?;
@@ -296,8 +299,19 @@ fn write_and_bulk(
         state.vectors.len()?
     );
 
-    // 4. Single writes again, now that ann's scope holds `in_user` memories among `total`: the
-    //    gate's near-duplicate check searches that scope.
+    writes_in_a_full_store(svc, ann, total, in_user)?;
+    Ok(())
+}
+
+/// Single writes once ann's scope holds `in_user` memories among `total`: the gate's exact and
+/// near-duplicate checks search that scope.
+fn writes_in_a_full_store(
+    svc: &MemoryService,
+    ann: &Principal,
+    total: usize,
+    in_user: usize,
+) -> anyhow::Result<()> {
+    let mut rng = rand::rng();
     let n_writes = 100;
     let mut lat = vec![];
     for i in 0..n_writes {
