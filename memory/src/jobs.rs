@@ -36,6 +36,10 @@ pub struct ConsolidateReport {
     pub consolidated_records: u64,
     pub raw_merged: u64,
     pub reindexed: u64,
+    /// `conflict_pending` records the rules could settle (see [`MemoryService::resolve_conflicts`]).
+    pub conflicts_resolved: u64,
+    /// Still waiting for a reviewer.
+    pub conflicts_left: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -291,7 +295,102 @@ impl MemoryService {
             done.extend(raw);
             done.insert(target_id);
         }
+        let (resolved, left) = self.resolve_conflicts()?;
+        report.conflicts_resolved = resolved;
+        report.conflicts_left = left;
         Ok(report)
+    }
+
+    /// Settles `conflict_pending` records where the conflict rules decide without a person:
+    /// - the record it conflicted with is no longer active (revoked, superseded, expired or
+    ///   gone) and no other active record holds the same subject and attribute in that scope:
+    ///   the pending record becomes active;
+    /// - the active record now has the same value: the pending one is superseded by it (a
+    ///   duplicate, not a conflict).
+    /// Everything else stays for a reviewer. Each change is one atomic commit guarded by the
+    /// expected status, so a rerun (or a run killed midway) never applies one twice.
+    pub fn resolve_conflicts(&self) -> Result<(u64, u64)> {
+        let now = Utc::now();
+        let pending = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            statuses: Some(vec![AssetStatus::ConflictPending]),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let (mut resolved, mut left) = (0, 0);
+        for rec in pending {
+            let Some(body) = MemoryBody::from_record(&rec) else {
+                left += 1;
+                continue;
+            };
+            let live =
+                |r: &AssetRecord| SERVABLE.contains(&r.meta.status) && !r.meta.is_expired_at(now);
+            let other = match &body.conflicts_with {
+                Some(id) => self.store.get(id)?,
+                None => None,
+            };
+            let active_same_key: Vec<AssetRecord> = match &rec.lookup_key {
+                Some(k) => self
+                    .store
+                    .find(&AssetQuery {
+                        kind: Some(AssetKind::Memory),
+                        tenant: rec.meta.scope.tenant.clone(),
+                        scope_keys: Some(vec![rec.meta.scope.key()]),
+                        statuses: Some(SERVABLE.to_vec()),
+                        lookup_key: Some(k.clone()),
+                        heads_only: true,
+                        ..Default::default()
+                    })?
+                    .into_iter()
+                    .filter(|r| r.meta.id != rec.meta.id && live(r))
+                    .collect(),
+                None => vec![],
+            };
+            let value = |b: &MemoryBody| b.value.as_deref().map(normalise);
+            let agreeing = active_same_key
+                .iter()
+                .find(|r| MemoryBody::from_record(r).is_some_and(|b| value(&b) == value(&body)));
+            let (status, reason) = if let Some(a) = agreeing {
+                (
+                    AssetStatus::Superseded,
+                    format!("the active record {} now holds the same value", a.meta.id),
+                )
+            } else if active_same_key.is_empty() && other.as_ref().is_none_or(|o| !live(o)) {
+                (
+                    AssetStatus::Active,
+                    "the record it conflicted with is no longer active".to_string(),
+                )
+            } else {
+                left += 1;
+                continue;
+            };
+            let res = self.store.commit(vec![
+                WriteOp::SetStatus {
+                    id: rec.meta.id.clone(),
+                    version: None,
+                    status,
+                    expect: Some(AssetStatus::ConflictPending),
+                },
+                WriteOp::Audit(
+                    draft(&rec, "memory.conflict_resolved", reason)
+                        .hashes(None, Some(rec.meta.content_hash.clone())),
+                ),
+            ]);
+            match res {
+                Ok(_) => {}
+                // Someone (a reviewer, another run) settled it first.
+                Err(CoreError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            if status == AssetStatus::Active {
+                let mut now_active = rec.clone();
+                now_active.meta.status = AssetStatus::Active;
+                let v = self.search.embed_one(&body.index_text())?;
+                self.index_with_vector(&now_active, &body, v)?;
+            }
+            resolved += 1;
+        }
+        Ok((resolved, left))
     }
 
     /// Lowers weights by the per-class policy at time `now`; expires working memory past its

@@ -1069,3 +1069,60 @@ fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
         assert!(!search(&app, &ann, q).is_empty(), "{q}");
     }
 }
+
+#[test]
+fn consolidation_settles_the_conflicts_the_rules_decide_and_leaves_the_rest() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let fact = |value: &str, source: &str| {
+        json!({"class": "semantic", "content": format!("Ann's office is in {value}"), "subject": "Ann",
+               "attribute": "office", "value": value, "source": source})
+    };
+    let lyon = write_ok(&app, &ann, fact("Lyon", "user_statement"));
+    let lyon_id = lyon["id"].as_str().unwrap().to_string();
+    // Two lower-trust claims wait for review.
+    let paris = write_ok(&app, &ann, fact("Paris", "tool_result"));
+    assert_eq!(paris["decision"], "conflict_pending");
+    let nice = write_ok(&app, &ann, fact("Nice", "tool_result"));
+    assert_eq!(nice["decision"], "conflict_pending");
+    // The user confirms Nice themself: it supersedes Lyon.
+    let nice_user = write_ok(&app, &ann, fact("Nice", "user_statement"));
+    assert_eq!(nice_user["decision"], "superseded");
+    assert_eq!(nice_user["replaced"], lyon_id.as_str());
+    let status = |id: &Value| {
+        let (s, d) = call(app.get(&ann, &format!("/v1/memories/{}", id.as_str().unwrap())));
+        assert_eq!(s, 200, "{d}");
+        d["memory"]["status"].as_str().unwrap().to_string()
+    };
+    let run = || {
+        let r = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+        assert_eq!(r.outcome, "ok", "{:?}", r.error);
+        (
+            r.counts["conflicts_resolved"].as_u64().unwrap(),
+            r.counts["conflicts_left"].as_u64().unwrap(),
+        )
+    };
+    // The pending Nice now agrees with the active record: settled as superseded. Paris still
+    // contradicts an active record: left for a reviewer.
+    assert_eq!(run(), (1, 1));
+    assert_eq!(status(&nice["id"]), "superseded");
+    assert_eq!(status(&paris["id"]), "conflict_pending");
+    assert!(
+        !search(&app, &ann, "Ann office Paris")
+            .contains(&paris["id"].as_str().unwrap().to_string())
+    );
+    // Once no active record holds the attribute, the pending claim stands.
+    let (s, _) = call(app.delete(
+        &ann,
+        &format!("/v1/memories/{}", nice_user["id"].as_str().unwrap()),
+    ));
+    assert_eq!(s, 200);
+    assert_eq!(run(), (1, 0));
+    assert_eq!(status(&paris["id"]), "active");
+    assert!(
+        search(&app, &ann, "Ann office Paris").contains(&paris["id"].as_str().unwrap().to_string())
+    );
+    // Nothing is applied twice.
+    assert_eq!(run(), (0, 0));
+    assert_eq!(status(&lyon["id"]), "superseded");
+}
