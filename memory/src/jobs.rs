@@ -307,6 +307,7 @@ impl MemoryService {
     ///   the pending record becomes active;
     /// - the active record now has the same value: the pending one is superseded by it (a
     ///   duplicate, not a conflict).
+    ///
     /// Everything else stays for a reviewer. Each change is one atomic commit guarded by the
     /// expected status, so a rerun (or a run killed midway) never applies one twice.
     pub fn resolve_conflicts(&self) -> Result<(u64, u64)> {
