@@ -82,10 +82,50 @@ struct LabelKey {
     tags: Vec<String>,
 }
 
+/// Rows an admitted scan must have before it goes through the int8 copy first.
+const QUANTISED_FROM_ROWS: usize = 4096;
+/// Candidates the int8 pass keeps per requested hit, re-scored exactly in f32.
+const RESCORE_FACTOR: usize = 8;
+const RESCORE_MIN: usize = 128;
+
+/// `v` as int8 with one scale per row: `v[i] ≈ q[i] * scale`.
+fn quantise(v: &[f32], out: &mut Vec<i8>) -> f32 {
+    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    out.extend(
+        v.iter()
+            .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8),
+    );
+    scale
+}
+
+/// Integer dot product of two int8 rows (widened so the compiler can use multiply-add).
+pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut acc = [0i32; 16];
+    let ca = a.chunks_exact(16);
+    let cb = b.chunks_exact(16);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] += i32::from(i16::from(x[i]) * i16::from(y[i]));
+        }
+    }
+    let mut tail = 0i32;
+    for (x, y) in ra.iter().zip(rb) {
+        tail += i32::from(*x) * i32::from(*y);
+    }
+    acc.iter().sum::<i32>() + tail
+}
+
 #[derive(Default)]
 struct Partition {
     /// Row-major, `ids.len() * dim` values.
     data: Vec<f32>,
+    /// The same rows as int8, for a first pass over large partitions (a quarter of the bytes
+    /// to read); every hit returned is re-scored from `data`.
+    q8: Vec<i8>,
+    scales: Vec<f32>,
     ids: Vec<AssetId>,
     labels: Vec<u32>,
     /// Label id → keys (asset id empty, scope key = the partition's), judged by `admits`.
@@ -142,6 +182,8 @@ impl Mem {
         let label = part.label_for(&keys.scope_key, keys);
         let row = part.ids.len();
         part.data.extend_from_slice(vector);
+        let scale = quantise(vector, &mut part.q8);
+        part.scales.push(scale);
         part.ids.push(keys.asset_id.clone());
         part.labels.push(label);
         self.slots.insert(
@@ -166,6 +208,9 @@ impl Mem {
         if slot.row != last {
             let (head, tail) = part.data.split_at_mut(last * dim);
             head[slot.row * dim..(slot.row + 1) * dim].copy_from_slice(&tail[..dim]);
+            let (qhead, qtail) = part.q8.split_at_mut(last * dim);
+            qhead[slot.row * dim..(slot.row + 1) * dim].copy_from_slice(&qtail[..dim]);
+            part.scales.swap(slot.row, last);
             part.ids.swap(slot.row, last);
             part.labels.swap(slot.row, last);
             let moved = &part.ids[slot.row];
@@ -174,12 +219,29 @@ impl Mem {
             }
         }
         part.data.truncate(last * dim);
+        part.q8.truncate(last * dim);
+        part.scales.pop();
         part.ids.pop();
         part.labels.pop();
         if part.ids.is_empty() {
             self.partitions.remove(&slot.scope_key);
         }
         true
+    }
+}
+
+/// A total order on scores for the int8 pass's heap.
+#[derive(Clone, Copy, PartialEq)]
+struct OrdF32(f32);
+impl Eq for OrdF32 {}
+impl PartialOrd for OrdF32 {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for OrdF32 {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
     }
 }
 
@@ -338,6 +400,8 @@ impl EmbeddedVectorIndex {
         }
         for p in mem.partitions.values_mut() {
             p.data.shrink_to_fit();
+            p.q8.shrink_to_fit();
+            p.scales.shrink_to_fit();
         }
         Ok(mem)
     }
@@ -454,16 +518,7 @@ impl EmbeddedVectorIndex {
             if !admitted.iter().any(|a| *a) {
                 continue;
             }
-            for (row, (v, &label)) in part
-                .data
-                .chunks_exact(dim)
-                .zip(part.labels.iter())
-                .enumerate()
-            {
-                if !admitted[label as usize] {
-                    continue;
-                }
-                let score = dot(q, v);
+            let mut offer = |row: usize, score: f32| {
                 let cand = Cand {
                     score,
                     id: &part.ids[row],
@@ -474,6 +529,48 @@ impl EmbeddedVectorIndex {
                     && cand < *worst
                 {
                     *worst = cand;
+                }
+            };
+            if part.ids.len() >= QUANTISED_FROM_ROWS {
+                // First pass over the int8 rows keeps the best `keep` by approximate score;
+                // those are re-scored exactly, so every score returned is the f32 cosine.
+                let keep = (k * RESCORE_FACTOR).max(RESCORE_MIN);
+                let mut qq = Vec::with_capacity(dim);
+                let q_scale = quantise(q, &mut qq);
+                let mut approx: BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>> =
+                    BinaryHeap::with_capacity(keep + 1);
+                for (row, (v, &label)) in part
+                    .q8
+                    .chunks_exact(dim)
+                    .zip(part.labels.iter())
+                    .enumerate()
+                {
+                    if !admitted[label as usize] {
+                        continue;
+                    }
+                    let score = dot_i8(&qq, v) as f32 * q_scale * part.scales[row];
+                    let item = std::cmp::Reverse((OrdF32(score), row));
+                    if approx.len() < keep {
+                        approx.push(item);
+                    } else if let Some(mut worst) = approx.peek_mut()
+                        && item < *worst
+                    {
+                        *worst = item;
+                    }
+                }
+                for std::cmp::Reverse((_, row)) in approx {
+                    offer(row, dot(q, &part.data[row * dim..(row + 1) * dim]));
+                }
+            } else {
+                for (row, (v, &label)) in part
+                    .data
+                    .chunks_exact(dim)
+                    .zip(part.labels.iter())
+                    .enumerate()
+                {
+                    if admitted[label as usize] {
+                        offer(row, dot(q, v));
+                    }
                 }
             }
         }
@@ -499,6 +596,8 @@ impl EmbeddedVectorIndex {
         let mut mem = self.mem.write();
         for p in mem.partitions.values_mut() {
             p.data.shrink_to_fit();
+            p.q8.shrink_to_fit();
+            p.scales.shrink_to_fit();
         }
         Ok(())
     }
@@ -550,6 +649,24 @@ impl VectorIndex for EmbeddedVectorIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_i8_matches_the_naive_sum_at_every_length() {
+        for len in [0usize, 1, 15, 16, 17, 383, 384, 385] {
+            let a: Vec<i8> = (0..len)
+                .map(|i| ((i * 37 % 255) as i32 - 127) as i8)
+                .collect();
+            let b: Vec<i8> = (0..len)
+                .map(|i| ((i * 91 % 255) as i32 - 127) as i8)
+                .collect();
+            let naive: i32 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| i32::from(*x) * i32::from(*y))
+                .sum();
+            assert_eq!(dot_i8(&a, &b), naive, "len {len}");
+        }
+    }
 
     #[test]
     fn dot_matches_the_naive_sum_at_every_length() {
