@@ -108,7 +108,11 @@ pub struct TantivyTextIndex {
     reader: IndexReader,
     /// The single writer. `None` only transiently while [`TextIndex::compact`] recycles it.
     writer: Mutex<Option<IndexWriter>>,
-    /// Deferred entries wait in the writer for a commit.
+    /// Deferred entries, waiting for the next commit (which adds them before its own changes,
+    /// so a later delete or upsert of the same id wins). Kept out of the writer so that a
+    /// deferred upsert never waits for a commit in progress.
+    deferred: Mutex<Vec<TextDoc>>,
+    /// Whether `deferred` holds entries.
     pending: AtomicBool,
 }
 
@@ -145,6 +149,7 @@ impl TantivyTextIndex {
             fields,
             reader,
             writer: Mutex::new(Some(writer)),
+            deferred: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
         })
     }
@@ -154,20 +159,40 @@ impl TantivyTextIndex {
         self.pending.load(Ordering::Acquire)
     }
 
-    /// Commits with the payload that [`TextIndex::durable_until`] reads back.
-    fn commit(&self, w: &mut IndexWriter) -> Result<()> {
-        // Cleared before the commit starts: an entry deferred during it sets it again.
-        self.pending.store(false, Ordering::Release);
+    /// Adds the deferred entries, then applies `ops`, then commits with the payload that
+    /// [`TextIndex::durable_until`] reads back: the time taken before the deferred entries were
+    /// collected, so every entry deferred before it is in this commit.
+    fn commit_with(
+        &self,
+        w: &mut IndexWriter,
+        ops: impl FnOnce(&mut IndexWriter) -> Result<()>,
+    ) -> Result<()> {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        let result = w.prepare_commit().and_then(|mut prepared| {
-            prepared.set_payload(&format!("{PAYLOAD_PREFIX}{started}"));
-            prepared.commit()
-        });
-        if result.is_err() {
+        let docs = {
+            let mut d = self.deferred.lock();
+            self.pending.store(false, Ordering::Release);
+            std::mem::take(&mut *d)
+        };
+        let result = self
+            .add_docs(w, &docs)
+            .and_then(|()| ops(w))
+            .and_then(|()| {
+                w.prepare_commit()
+                    .and_then(|mut prepared| {
+                        prepared.set_payload(&format!("{PAYLOAD_PREFIX}{started}"));
+                        prepared.commit()
+                    })
+                    .map(|_| ())
+                    .map_err(Error::from)
+            });
+        if result.is_err() && !docs.is_empty() {
+            // Put them back ahead of anything deferred since, for the next commit to retry.
+            let mut d = self.deferred.lock();
+            let newer = std::mem::replace(&mut *d, docs);
+            d.extend(newer);
             self.pending.store(true, Ordering::Release);
         }
-        result?;
-        Ok(())
+        result
     }
 
     fn add_docs(&self, w: &mut IndexWriter, docs: &[TextDoc]) -> Result<()> {
@@ -198,7 +223,7 @@ impl TantivyTextIndex {
         self.with_writer(|w| {
             // Another flush may have committed while this one waited for the writer.
             if self.has_pending() {
-                self.commit(w)?;
+                self.commit_with(w, |_| Ok(()))?;
             }
             Ok(())
         })?;
@@ -303,10 +328,7 @@ impl TantivyTextIndex {
         if docs.is_empty() {
             return Ok(());
         }
-        self.with_writer(|w| {
-            self.add_docs(w, docs)?;
-            self.commit(w)
-        })?;
+        self.with_writer(|w| self.commit_with(w, |w| self.add_docs(w, docs)))?;
         self.reader.reload()?;
         Ok(())
     }
@@ -315,11 +337,10 @@ impl TantivyTextIndex {
         if docs.is_empty() {
             return Ok(());
         }
-        self.with_writer(|w| {
-            self.add_docs(w, docs)?;
-            self.pending.store(true, Ordering::Release);
-            Ok(())
-        })
+        let mut d = self.deferred.lock();
+        d.extend_from_slice(docs);
+        self.pending.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn delete_ids(&self, ids: &[AssetId]) -> Result<()> {
@@ -328,10 +349,12 @@ impl TantivyTextIndex {
         }
         let f = self.fields;
         self.with_writer(|w| {
-            for id in ids {
-                w.delete_term(Term::from_field_text(f.asset_id, id));
-            }
-            self.commit(w)
+            self.commit_with(w, |w| {
+                for id in ids {
+                    w.delete_term(Term::from_field_text(f.asset_id, id));
+                }
+                Ok(())
+            })
         })?;
         self.reader.reload()?;
         Ok(())
@@ -372,11 +395,11 @@ impl TantivyTextIndex {
 
     fn compact_index(&self) -> Result<()> {
         let mut guard = self.writer.lock();
-        // Deferred entries live in the writer about to be retired: commit them first.
+        // Deferred entries go in before the writer is retired.
         if let Some(w) = guard.as_mut()
             && self.has_pending()
         {
-            self.commit(w)?;
+            self.commit_with(w, |_| Ok(()))?;
         }
         // Background merges hold segments; retire the writer so none is running, then merge
         // everything with a fresh one.

@@ -318,6 +318,16 @@ fn deferred_entries_are_seen_by_the_next_search_and_durable_after_a_flush() {
         .unwrap();
     assert_eq!(ids(&ix, "walrus"), ["a"]);
     assert_eq!(ids(&ix, "heron"), ["b"]);
+    // A later delete or plain upsert of a deferred id wins over the deferred entry.
+    ix.upsert_deferred(&[doc("d", "the lynx hides in snow")])
+        .unwrap();
+    ix.delete(&["d".to_string()]).unwrap();
+    assert!(ids(&ix, "lynx").is_empty());
+    ix.upsert_deferred(&[doc("e", "the marmot whistles")])
+        .unwrap();
+    ix.upsert(&[doc("e", "the ibex climbs")]).unwrap();
+    assert!(ids(&ix, "marmot").is_empty());
+    assert_eq!(ids(&ix, "ibex"), ["e"]);
     // Compaction commits pending entries before it retires the writer.
     ix.upsert_deferred(&[doc("c", "the otter juggles pebbles")])
         .unwrap();
