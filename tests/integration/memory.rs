@@ -1126,3 +1126,84 @@ fn consolidation_settles_the_conflicts_the_rules_decide_and_leaves_the_rest() {
     assert_eq!(run(), (0, 0));
     assert_eq!(status(&lyon["id"]), "superseded");
 }
+
+#[test]
+fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
+    const N: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    {
+        let app = TestApp::start_with(|c| c.data_dir = data.clone());
+        let svc = registry_server::jobs::memory_service(&app.state);
+        let mut p = principal("acme", "ann");
+        p.session = Some("s1".into());
+        let mut w = req(
+            "working",
+            "Scratch note: the draft reply to ticket 4411 is in the outbox",
+        );
+        w.ttl_secs = Some(60);
+        let long_ago = chrono::Utc::now() - chrono::Duration::days(2);
+        let first = svc.write_at(&p, &w, None, long_ago).unwrap();
+        let rec = app.state.store.get(&first.id).unwrap().unwrap();
+        // Many working memories past their TTL (copies, as a busy session would leave).
+        let copies: Vec<_> = (1..N)
+            .map(|_| {
+                let mut c = rec.clone();
+                c.meta.id = registry_core::asset::new_asset_id();
+                c
+            })
+            .collect();
+        app.state
+            .store
+            .commit(
+                copies
+                    .iter()
+                    .map(|c| registry_core::store::WriteOp::PutVersion(Box::new(c.clone())))
+                    .collect(),
+            )
+            .unwrap();
+        svc.reindex(&copies).unwrap();
+    }
+    let expired = "SELECT count(*) FROM assets WHERE is_head = 1 AND status = 'expired'";
+    let mut child = std::process::Command::new(registry_bin())
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["jobs", "run", "decay"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while count_in(&data, expired) < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before the kill"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done = count_in(&data, expired);
+    assert!(done < N as i64, "killed too late to test anything: {done}");
+    let (code, out, err) = run_cli(&data, &["jobs", "run", "decay"]);
+    assert_eq!(code, 0, "{out} {err}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["outcome"], "ok");
+    assert_eq!(report["counts"]["expired"], N as i64 - done, "{report}");
+    assert_eq!(count_in(&data, expired), N as i64);
+    let (code, out, _) = run_cli(&data, &["jobs", "run", "decay"]);
+    assert_eq!(code, 0);
+    let again: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(again["counts"]["expired"], 0, "{again}");
+    assert_eq!(
+        count_in(
+            &data,
+            "SELECT count(*) FROM job_runs WHERE name = 'decay' AND outcome = 'ok'"
+        ),
+        2
+    );
+}
