@@ -953,6 +953,34 @@ fn count_in(data: &std::path::Path, sql: &str) -> i64 {
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
+/// Runs `registry jobs run <job>` and SIGKILLs it once `progress` (a count query on its
+/// database) reaches `at_least`. Returns the count after the kill.
+fn kill_job_midway(data: &std::path::Path, job: &str, progress: &str, at_least: i64) -> i64 {
+    let mut child = std::process::Command::new(registry_bin())
+        .arg("--data-dir")
+        .arg(data)
+        .args(["jobs", "run", job])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while count_in(data, progress) < at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job made no progress"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the job ended before the kill"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    count_in(data, progress)
+}
+
 #[test]
 fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
     const GROUPS: usize = 40;
@@ -1005,30 +1033,8 @@ fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
         }
     }
     let edges = "SELECT count(*) FROM derivation WHERE relation = 'consolidated_from'";
-    let mut child = std::process::Command::new(registry_bin())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["jobs", "run", "consolidate"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     // Kill it once some groups are done and others are not.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while count_in(&data, edges) < 6 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the job made no progress"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job ended before the kill"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let done = count_in(&data, edges);
+    let done = kill_job_midway(&data, "consolidate", edges, 6);
     assert!(
         done < (GROUPS * 2) as i64,
         "killed too late to test anything: {done}"
@@ -1165,29 +1171,7 @@ fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
         svc.reindex(&copies).unwrap();
     }
     let expired = "SELECT count(*) FROM assets WHERE is_head = 1 AND status = 'expired'";
-    let mut child = std::process::Command::new(registry_bin())
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["jobs", "run", "decay"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    while count_in(&data, expired) < 10 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the job made no progress"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the job ended before the kill"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let done = count_in(&data, expired);
+    let done = kill_job_midway(&data, "decay", expired, 10);
     assert!(done < N as i64, "killed too late to test anything: {done}");
     let (code, out, err) = run_cli(&data, &["jobs", "run", "decay"]);
     assert_eq!(code, 0, "{out} {err}");
