@@ -420,29 +420,22 @@ fn read_skill_file(s: &AppState, p: &Principal, uri: &str) -> ApiResult<Resource
         .ok_or_else(|| ApiError::not_found(format!("{name} has no current release")))?;
     let l = crate::skills::find_version(s, p, name, &current.version)?;
     let f = crate::skills::file(s, &l, path)?;
-    let mime = if path.ends_with(".md") {
-        "text/markdown"
+    // UTF-8 text without NUL bytes is served as text; anything else as base64 bytes.
+    let is_text = std::str::from_utf8(&f.contents).is_ok_and(|t| !t.contains('\0'));
+    Ok(if is_text {
+        let mime = if path.ends_with(".md") {
+            "text/markdown"
+        } else {
+            "text/plain"
+        };
+        let text = String::from_utf8(f.contents).map_err(ApiError::internal)?;
+        ResourceContents::text(text, uri).with_mime_type(mime)
     } else {
-        "application/octet-stream"
-    };
-    Ok(match String::from_utf8(f.contents) {
-        Ok(text) if mime == "text/markdown" || !text.contains('\0') => {
-            ResourceContents::text(text, uri).with_mime_type(if mime == "text/markdown" {
-                mime
-            } else {
-                "text/plain"
-            })
-        }
-        Ok(text) => ResourceContents::blob(
-            base64::engine::general_purpose::STANDARD.encode(text.as_bytes()),
+        ResourceContents::blob(
+            base64::engine::general_purpose::STANDARD.encode(&f.contents),
             uri,
         )
-        .with_mime_type(mime),
-        Err(e) => ResourceContents::blob(
-            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
-            uri,
-        )
-        .with_mime_type(mime),
+        .with_mime_type("application/octet-stream")
     })
 }
 
