@@ -70,6 +70,13 @@ pub struct IngestRequest {
     pub authority: Option<String>,
     pub scope: Option<Scope>,
     pub acl: Option<Vec<String>>,
+    /// `public`, `internal` (default), `confidential`, `secret`: read only by keys cleared for it.
+    pub sensitivity: Option<registry_core::Sensitivity>,
+    /// Purposes the document may be served for (`X-Purpose`); default any.
+    pub purposes: Option<Vec<String>>,
+    /// Retention: the retention job purges the document after this time. Independent of
+    /// `expires_at`, after which it is only kept out of answers.
+    pub retain_until: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -318,6 +325,9 @@ struct Prepared {
     authority: Authority,
     scope: Scope,
     acl: Acl,
+    sensitivity: registry_core::Sensitivity,
+    purposes: Vec<String>,
+    retain_until: Option<DateTime<Utc>>,
 }
 
 impl KnowledgeService {
@@ -398,15 +408,31 @@ impl KnowledgeService {
                 Acl::try_from(entries).map_err(|e| Error::validation("acl", e.to_string()))?
             }
         };
+        if authority > Authority::Reference
+            && !(p.is_admin() || p.roles.contains(&registry_core::Role::Ingest))
+        {
+            return Err(Error::Forbidden(format!(
+                "authority {} needs an admin or ingest key",
+                authority.as_str()
+            )));
+        }
         let scope = req.scope.unwrap_or_else(|| Scope::tenant(p.tenant.clone()));
         scope.validate()?;
         if !p.can_write_into(&scope) {
             return Err(Error::Forbidden(format!("cannot write into scope {scope}")));
         }
         let owner = req.owner.unwrap_or_else(|| p.user.clone());
-        if owner.trim().is_empty() {
-            return Err(Error::validation("owner", "owner is empty"));
+        if owner.trim().is_empty() || owner.len() > 128 || owner.chars().any(char::is_control) {
+            return Err(Error::validation("owner", "owner must be 1-128 characters"));
         }
+        // Nobody files a document in someone else's name but an admin of the scope.
+        if owner != p.user && !p.governs(&scope) {
+            return Err(Error::Forbidden(
+                "only an admin may set another user as owner".into(),
+            ));
+        }
+        let purposes = req.purposes.unwrap_or_default();
+        registry_core::asset::validate_purposes(&purposes)?;
         let effective_at = req.effective_at.unwrap_or_else(Utc::now);
         if req.expires_at.is_some_and(|e| e <= effective_at) {
             return Err(Error::validation(
@@ -427,6 +453,11 @@ impl KnowledgeService {
             authority,
             scope,
             acl,
+            sensitivity: req
+                .sensitivity
+                .unwrap_or(registry_core::Sensitivity::Internal),
+            purposes,
+            retain_until: req.retain_until,
         })
     }
 
@@ -440,6 +471,8 @@ impl KnowledgeService {
     fn embed_all(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(EMBED_BATCH) {
+            // A request past its deadline stops here rather than embed what it cannot commit.
+            registry_core::deadline::check()?;
             let v = self.search.embedder.embed(batch)?;
             if v.len() != batch.len() {
                 return Err(Error::Core(registry_core::CoreError::backend(
@@ -452,15 +485,31 @@ impl KnowledgeService {
         Ok(out)
     }
 
-    fn current(&self, tenant: &str, source_id: &str) -> Result<Option<AssetRecord>> {
-        let mut found = self.store.find(&AssetQuery {
-            kind: Some(AssetKind::Document),
-            tenant: Some(tenant.to_string()),
-            lookup_key: Some(source_id.to_string()),
-            heads_only: true,
-            ..Default::default()
-        })?;
-        found.sort_by_key(|r| std::cmp::Reverse(r.meta.updated_at));
+    /// The document a new ingest of `source_id` into `scope` continues: among those the
+    /// principal may see (a document it may not see does not exist for it, so its source id
+    /// reveals nothing and blocks nothing), the principal's own, else the newest.
+    fn current(
+        &self,
+        p: &Principal,
+        scope: &Scope,
+        source_id: &str,
+    ) -> Result<Option<AssetRecord>> {
+        let mut found: Vec<AssetRecord> = self
+            .store
+            .find(&AssetQuery {
+                kind: Some(AssetKind::Document),
+                tenant: scope.tenant.clone(),
+                scope_keys: Some(vec![scope.key()]),
+                lookup_key: Some(source_id.to_string()),
+                heads_only: true,
+                ..Default::default()
+            })?
+            .into_iter()
+            // Whoever governs the scope continues its documents even where an ACL keeps it
+            // from reading them (an admin's ingest pipeline).
+            .filter(|r| p.can_see(&r.meta) || p.governs(&r.meta.scope))
+            .collect();
+        found.sort_by_key(|r| (r.meta.owner != p.user, std::cmp::Reverse(r.meta.updated_at)));
         Ok(found.into_iter().next())
     }
 
@@ -470,25 +519,19 @@ impl KnowledgeService {
     /// before the commit fails.
     pub fn ingest(&self, p: &Principal, req: IngestRequest) -> Result<IngestOutcome> {
         let prep = self.validate(p, req)?;
-        let head = self.current(&p.tenant, &prep.source_id)?;
+        let head = self.current(p, &prep.scope, &prep.source_id)?;
         let head_body: Option<DocBody> = head.as_ref().map(parse_body).transpose()?;
         if let (Some(h), Some(b)) = (&head, &head_body) {
-            let admitted = p.can_see(&h.meta.scope, &h.meta.acl)
-                || (p.has_role(registry_core::Role::Admin)
-                    && p.tenant == h.meta.scope.tenant.clone().unwrap_or_default());
-            if !admitted || !p.can_write_into(&h.meta.scope) {
-                return Err(Error::Forbidden(format!(
-                    "source {} belongs to a scope this key cannot write",
-                    prep.source_id
-                )));
-            }
             let same_meta = b.format == prep.format
                 && b.authority == prep.authority
                 && (!prep.effective_given || b.effective_at == prep.effective_at)
                 && b.expires_at == prep.expires_at
                 && h.meta.owner == prep.owner
                 && h.meta.scope == prep.scope
-                && h.meta.acl == prep.acl;
+                && h.meta.acl == prep.acl
+                && h.meta.sensitivity == prep.sensitivity
+                && h.meta.purposes == prep.purposes
+                && h.meta.retain_until == prep.retain_until;
             let same_content = h.meta.content_hash == prep.content_hash;
             if b.source_version == prep.source_version && h.meta.status.is_servable() {
                 if same_content && same_meta {
@@ -540,7 +583,7 @@ impl KnowledgeService {
             owner: prep.owner.clone(),
             source: SourceKind::Document,
             trust: prep.authority.trust(),
-            sensitivity: registry_core::Sensitivity::Internal,
+            sensitivity: prep.sensitivity,
             acl: prep.acl.clone(),
             version,
             created_at: if kind == AssetKind::Document {
@@ -552,11 +595,12 @@ impl KnowledgeService {
             valid_from: Some(prep.effective_at),
             valid_to: prep.expires_at,
             expires_at: prep.expires_at,
+            retain_until: prep.retain_until,
             content_hash: hash,
             status: AssetStatus::Active,
             parents: vec![],
+            purposes: prep.purposes.clone(),
         };
-        let tenant = p.tenant.clone();
         let mut ops = Vec::new();
         let mut chunk_records = Vec::with_capacity(chunks.len());
         for c in &chunks {
@@ -618,7 +662,7 @@ impl KnowledgeService {
                 });
                 ops.push(WriteOp::Audit(
                     AuditDraft::new(&p.user, "knowledge.document.supersede")
-                        .tenant(&tenant)
+                        .in_scope(&prep.scope)
                         .asset(&h.meta.id)
                         .hashes(
                             Some(h.meta.content_hash.clone()),
@@ -645,7 +689,7 @@ impl KnowledgeService {
                 });
                 ops.push(WriteOp::Audit(
                     AuditDraft::new(&p.user, "knowledge.chunk.supersede")
-                        .tenant(&tenant)
+                        .in_scope(&prep.scope)
                         .asset(&c.meta.id)
                         .hashes(Some(c.meta.content_hash.clone()), None),
                 ));
@@ -654,25 +698,21 @@ impl KnowledgeService {
         }
         ops.push(WriteOp::Audit(
             AuditDraft::new(&p.user, "knowledge.document.ingest")
-                .tenant(&tenant)
+                .in_scope(&prep.scope)
                 .asset(&doc_id)
                 .hashes(
                     head.as_ref().map(|h| h.meta.content_hash.clone()),
                     Some(prep.content_hash.clone()),
                 )
-                .reason(format!(
-                    "{} {} ({} chunks)",
-                    prep.source_id,
-                    prep.source_version,
-                    chunks.len()
-                )),
+                // Source ids and versions are the caller's text: the log keeps ids and counts.
+                .reason(format!("version {version} ({} chunks)", chunks.len())),
         ));
         ops.push(WriteOp::PutVersion(Box::new(doc)));
         for r in &chunk_records {
             let id = r.meta.id.clone();
             ops.push(WriteOp::Audit(
                 AuditDraft::new(&p.user, "knowledge.chunk.create")
-                    .tenant(&tenant)
+                    .in_scope(&prep.scope)
                     .asset(&id)
                     .hashes(None, Some(r.meta.content_hash.clone())),
             ));
@@ -717,13 +757,11 @@ impl KnowledgeService {
     }
 
     fn index_keys(meta: &AssetMeta, authority: Authority) -> IndexKeys {
-        IndexKeys {
-            asset_id: meta.id.clone(),
-            kind: AssetKind::Chunk,
-            scope_key: meta.scope.key(),
-            acl_keys: meta.acl.keys(),
-            tags: vec![format!("authority:{}", authority.as_str())],
-        }
+        IndexKeys::of(
+            meta,
+            AssetKind::Chunk,
+            vec![format!("authority:{}", authority.as_str())],
+        )
     }
 
     fn write_indexes(&self, records: &[AssetRecord], vectors: Vec<Vec<f32>>) -> Result<()> {
@@ -775,6 +813,28 @@ impl KnowledgeService {
             self.write_indexes(batch, vectors)?;
         }
         Ok(chunks.len())
+    }
+
+    /// The index keys and text every servable chunk should carry now, for re-labelling an
+    /// index whose entries predate a change of governance tags (no re-embedding).
+    pub fn current_index_entries(&self) -> Result<Vec<(IndexKeys, String)>> {
+        let chunks = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Chunk),
+            heads_only: true,
+            statuses: Some(vec![
+                AssetStatus::Active,
+                AssetStatus::Confirmed,
+                AssetStatus::Deprecated,
+            ]),
+            ..Default::default()
+        })?;
+        chunks
+            .iter()
+            .map(|r| {
+                let b: ChunkBody = parse_body(r)?;
+                Ok((Self::index_keys(&r.meta, b.authority), b.chunk.index_text))
+            })
+            .collect()
     }
 
     /// Searches the chunks the principal may see and answers with evidence.
@@ -886,7 +946,7 @@ impl KnowledgeService {
         };
         // The indexes filtered already; this re-check keeps a stale index entry from leaking.
         if rec.meta.kind != AssetKind::Chunk
-            || !p.can_see(&rec.meta.scope, &rec.meta.acl)
+            || !p.can_see(&rec.meta)
             || !rec.meta.status.is_servable()
         {
             dropped.not_servable += 1;
@@ -901,7 +961,7 @@ impl KnowledgeService {
         let doc_ok = docs
             .get(&key)
             .and_then(|d| d.as_ref())
-            .is_some_and(|d| d.meta.status.is_servable() && p.can_see(&d.meta.scope, &d.meta.acl));
+            .is_some_and(|d| d.meta.status.is_servable() && p.can_see(&d.meta));
         if !doc_ok {
             dropped.not_servable += 1;
             return Ok(None);
@@ -994,7 +1054,7 @@ impl KnowledgeService {
         let rec = self
             .store
             .get(id)?
-            .filter(|r| r.meta.kind == AssetKind::Document && p.can_see(&r.meta.scope, &r.meta.acl))
+            .filter(|r| r.meta.kind == AssetKind::Document && p.can_see(&r.meta))
             .ok_or_else(|| Error::NotFound(format!("no document {id}")))?;
         let (document, body) = Self::summary(&rec)?;
         let chunk_recs = self.store.find(&AssetQuery {
@@ -1027,21 +1087,49 @@ impl KnowledgeService {
         })
     }
 
-    /// Current versions of the documents the principal may see, newest first.
-    pub fn list_documents(&self, p: &Principal, limit: usize) -> Result<Vec<DocumentSummary>> {
-        let recs = self.store.find(&AssetQuery {
-            kind: Some(AssetKind::Document),
-            scope_keys: Some(p.visible_scope_keys()),
-            heads_only: true,
-            ..Default::default()
-        })?;
-        let mut out = recs
-            .iter()
-            .filter(|r| p.can_see(&r.meta.scope, &r.meta.acl))
-            .map(|r| Self::summary(r).map(|(s, _)| s))
-            .collect::<Result<Vec<_>>>()?;
-        out.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
-        out.truncate(limit);
+    /// Current versions of the documents the principal may see, oldest first, at most
+    /// `limit`, after the cursor `after` (the last document of the previous page). Rows are
+    /// read in pages of the store's order, so no request loads every row of a tenant.
+    pub fn list_documents(
+        &self,
+        p: &Principal,
+        limit: usize,
+        after: Option<&str>,
+    ) -> Result<Vec<DocumentSummary>> {
+        let mut cursor = match after {
+            None => None,
+            Some(id) => {
+                let r = self
+                    .store
+                    .get(id)?
+                    .filter(|r| r.meta.kind == AssetKind::Document && p.can_see(&r.meta))
+                    .ok_or_else(|| Error::validation("after", "no such document"))?;
+                Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
+            }
+        };
+        let mut out = vec![];
+        loop {
+            let page = self.store.find(&AssetQuery {
+                kind: Some(AssetKind::Document),
+                scope_keys: Some(p.visible_scope_keys()),
+                heads_only: true,
+                after: cursor.clone(),
+                limit: Some(limit.max(50)),
+                ..Default::default()
+            })?;
+            let Some(last) = page.last() else { break };
+            cursor = Some((
+                last.meta.created_at,
+                last.meta.id.clone(),
+                last.meta.version,
+            ));
+            for r in page.iter().filter(|r| p.can_see(&r.meta)) {
+                out.push(Self::summary(r)?.0);
+                if out.len() == limit {
+                    return Ok(out);
+                }
+            }
+        }
         Ok(out)
     }
 }

@@ -17,7 +17,7 @@ use registry_core::{CoreError, Trust};
 use serde::Serialize;
 
 use crate::record::{Layer, MemoryBody, MemoryClass, MemoryStats, normalise};
-use crate::service::{MemoryService, SERVABLE};
+use crate::service::{MemoryService, REVIEW_RETIRE, SERVABLE};
 use crate::{Error, Result};
 
 /// Raw entries at or above this cosine, in the same scope and class, are consolidated.
@@ -26,7 +26,7 @@ pub const CONSOLIDATE_COSINE: f32 = 0.90;
 pub const EPISODIC_HALF_LIFE_DAYS: f32 = 30.0;
 /// Below this weight a memory goes to the review queue.
 pub const DECAY_FLOOR: f32 = 0.1;
-/// Harmful votes (more than helpful ones) that retire a procedure.
+/// Distinct harmful votes (more than helpful ones) that propose a procedure's retirement.
 pub const PROCEDURE_RETIRE_HARMFUL: u64 = 2;
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -48,7 +48,8 @@ pub struct DecayReport {
     pub weights_changed: u64,
     pub expired: u64,
     pub to_review: u64,
-    pub retired: u64,
+    /// Procedures flagged for a reviewer to retire (they stay served until then).
+    pub retire_proposed: u64,
     pub deindexed: u64,
 }
 
@@ -206,12 +207,13 @@ impl MemoryService {
                     matches.insert(other.meta.id.clone());
                 }
             }
-            let v = self.search.embed_one(&body.index_text())?;
+            let v = self.search.embed_one(&body.embed_text())?;
             let filter = VisibilityFilter {
                 scope_keys: vec![key.clone()],
                 acl_keys: rec.meta.acl.keys(),
                 kinds: vec![AssetKind::Memory],
                 any_tags: vec![body.class.tag()],
+                ..Default::default()
             };
             for h in self.search.vectors.search(&v, &filter, 10)? {
                 if h.score >= CONSOLIDATE_COSINE
@@ -386,7 +388,7 @@ impl MemoryService {
             if status == AssetStatus::Active {
                 let mut now_active = rec.clone();
                 now_active.meta.status = AssetStatus::Active;
-                let v = self.search.embed_one(&body.index_text())?;
+                let v = self.search.embed_one(&body.embed_text())?;
                 self.index_with_vector(&now_active, &body, v)?;
             }
             resolved += 1;
@@ -445,15 +447,22 @@ impl MemoryService {
                     )
                 }
                 MemoryClass::Procedural => {
-                    let retire = st.harmful >= PROCEDURE_RETIRE_HARMFUL && st.harmful > st.helpful;
-                    (
-                        harm.clamp(0.0, 1.0),
-                        retire.then_some((
-                            AssetStatus::Candidate,
-                            "memory.retire",
-                            "negative feedback",
-                        )),
-                    )
+                    // Votes propose a retirement; a reviewer decides it. The procedure stays
+                    // served meanwhile, so voters alone can never take it away.
+                    let retire = st.harmful >= PROCEDURE_RETIRE_HARMFUL
+                        && st.harmful > st.helpful
+                        && st.review.is_none();
+                    if retire {
+                        self.stats.set_review(&rec.meta.id, Some(REVIEW_RETIRE))?;
+                        let d = draft(
+                            rec,
+                            "memory.retire_proposed",
+                            format!("{} harmful, {} helpful votes", st.harmful, st.helpful),
+                        );
+                        self.store.commit(vec![WriteOp::Audit(d)])?;
+                        report.retire_proposed += 1;
+                    }
+                    (harm.clamp(0.0, 1.0), None)
                 }
             };
             if (weight - st.decay_weight).abs() > 1e-4 {
@@ -476,7 +485,6 @@ impl MemoryService {
                 }
                 match status {
                     AssetStatus::Expired => report.expired += 1,
-                    _ if action == "memory.retire" => report.retired += 1,
                     _ => report.to_review += 1,
                 }
                 self.search.remove(std::slice::from_ref(&rec.meta.id))?;

@@ -8,6 +8,7 @@
 
 pub mod detect;
 pub mod gate;
+pub mod identity;
 pub mod jobs;
 pub mod record;
 pub mod search;
@@ -27,8 +28,12 @@ pub enum Error {
     Rejected(Vec<Reason>),
     #[error("the idempotency key was used before with a different request")]
     IdempotencyKeyReused,
-    #[error("content is {len} bytes; at most {limit} are accepted")]
-    TooLarge { len: usize, limit: usize },
+    #[error("{field} is {len} bytes; at most {limit} are accepted")]
+    TooLarge {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+    },
     #[error("forbidden: {message}")]
     Forbidden {
         message: String,

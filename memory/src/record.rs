@@ -122,6 +122,9 @@ pub struct WriteRequest {
     /// The sensitivity the writer declares; raised by what the gate finds.
     #[serde(default)]
     pub sensitivity: Option<Sensitivity>,
+    /// Purposes the memory may be served for (`X-Purpose`); empty: any.
+    #[serde(default)]
+    pub purposes: Vec<String>,
 }
 
 fn default_source() -> SourceKind {
@@ -129,14 +132,53 @@ fn default_source() -> SourceKind {
 }
 
 impl WriteRequest {
-    /// The text the stored record will be indexed and embedded by (as
-    /// [`MemoryBody::index_text`]).
+    /// The text the stored record will be embedded by (as [`MemoryBody::embed_text`]).
     pub fn index_text(&self) -> String {
         match &self.speaker {
             Some(s) => format!("{s}: {}", self.content),
             None => self.content.clone(),
         }
     }
+
+    /// Every free-text field by name, as the gate screens them.
+    pub fn text_fields(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![("content", self.content.as_str())];
+        for (name, v) in [
+            ("subject", &self.subject),
+            ("attribute", &self.attribute),
+            ("value", &self.value),
+            ("speaker", &self.speaker),
+            ("session_label", &self.session_label),
+        ] {
+            if let Some(v) = v {
+                out.push((name, v.as_str()));
+            }
+        }
+        for (name, list) in [
+            ("entities", &self.entities),
+            ("applicability", &self.applicability),
+            ("evidence", &self.evidence),
+        ] {
+            out.extend(list.iter().map(|v| (name, v.as_str())));
+        }
+        out
+    }
+}
+
+/// A write the gate merged into an existing record: kept on the record's next version, so
+/// nothing of it is lost (its evidence and source, and its wording when it differs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MergedWrite {
+    pub at: DateTime<Utc>,
+    pub by: String,
+    pub source: SourceKind,
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// sha256 of the newcomer's normalised content.
+    pub content_hash: String,
+    /// The newcomer's content, when its normalised form differs from the record's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
 }
 
 /// The body stored in a memory asset. Immutable per version.
@@ -174,6 +216,9 @@ pub struct MemoryBody {
     pub conflicts_with: Option<AssetId>,
     #[serde(default)]
     pub consolidated_from: Vec<AssetId>,
+    /// Writes merged into this record, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedWrite>,
 }
 
 impl MemoryBody {
@@ -181,11 +226,24 @@ impl MemoryBody {
         serde_json::from_value(r.body.clone()).ok()
     }
 
-    /// The text that is indexed and embedded.
-    pub fn index_text(&self) -> String {
+    /// The text that is embedded: the speaker and the content.
+    pub fn embed_text(&self) -> String {
         let mut t = self.content.clone();
         if let Some(s) = &self.speaker {
             t = format!("{s}: {t}");
+        }
+        t
+    }
+
+    /// The text that is indexed for lexical search: the embedded text and the wording of
+    /// every write merged into the record, so a search in the newcomer's words finds it.
+    pub fn index_text(&self) -> String {
+        let mut t = self.embed_text();
+        for m in &self.merged {
+            if let Some(c) = &m.content {
+                t.push('\n');
+                t.push_str(c);
+            }
         }
         t
     }
@@ -197,9 +255,13 @@ pub struct MemoryStats {
     pub usage_count: u64,
     pub last_retrieved: Option<DateTime<Utc>>,
     pub last_verified: Option<DateTime<Utc>>,
+    /// Distinct principals who found it helpful / harmful (one vote each, the last counts).
     pub helpful: u64,
     pub harmful: u64,
     pub decay_weight: f32,
+    /// Why it waits for a reviewer while it stays served (e.g. `retire_proposed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
 }
 
 impl Default for MemoryStats {
@@ -211,6 +273,7 @@ impl Default for MemoryStats {
             helpful: 0,
             harmful: 0,
             decay_weight: 1.0,
+            review: None,
         }
     }
 }
@@ -247,6 +310,10 @@ pub struct MemoryView {
     pub supersedes: Option<AssetId>,
     pub conflicts_with: Option<AssetId>,
     pub consolidated_from: Vec<AssetId>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedWrite>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub purposes: Vec<String>,
     pub stats: MemoryStats,
 }
 
@@ -284,8 +351,29 @@ impl MemoryView {
             supersedes: b.supersedes,
             conflicts_with: b.conflicts_with,
             consolidated_from: b.consolidated_from,
+            merged: b.merged,
+            purposes: m.purposes.clone(),
             stats,
         })
+    }
+
+    /// The governance view of a record whose content may not be shown: everything but the
+    /// text of the content, its fields and merged writes (their hashes stay).
+    pub fn redacted(mut self) -> MemoryView {
+        self.content = String::new();
+        self.value = None;
+        self.subject = None;
+        self.attribute = None;
+        self.entities = vec![];
+        self.applicability = vec![];
+        self.evidence = vec![];
+        self.speaker = None;
+        self.session_label = None;
+        for m in &mut self.merged {
+            m.content = None;
+            m.evidence = vec![];
+        }
+        self
     }
 }
 

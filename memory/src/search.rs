@@ -54,9 +54,12 @@ pub struct SearchRequest {
     pub filters: SearchFilters,
 }
 
-/// Every signal in [0, 1], and the weight it carries in `score`.
+/// Every signal in [0, 1], and the weight it carries in `score`. `exact` is outside the
+/// weighted mix: a hit holding every rare identifier of the query ranks before every hit that
+/// does not, whatever the rest says.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Breakdown {
+    pub exact: f32,
     pub semantic: f32,
     pub lexical: f32,
     pub entity: f32,
@@ -68,6 +71,7 @@ pub struct Breakdown {
 }
 
 pub const WEIGHTS: Breakdown = Breakdown {
+    exact: 0.0,
     semantic: 0.40,
     lexical: 0.15,
     entity: 0.10,
@@ -89,8 +93,13 @@ impl Breakdown {
             + self.scope_distance * w.scope_distance
             + self.trust * w.trust
             + self.feedback * w.feedback
+            + self.exact
     }
 }
+
+/// A query identifier is rare when at most this many candidates hold it: an exact match of
+/// such a token is the strongest evidence a search has.
+const RARE_TOKEN_MAX_HITS: usize = 3;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct MemoryHit {
@@ -117,10 +126,11 @@ impl MemoryService {
         if req.query.trim().is_empty() {
             return Err(Error::invalid("query", "query is empty"));
         }
-        if req.query.len() > self.limits.max_content_bytes {
+        if req.query.len() > self.limits.max_query_bytes {
             return Err(Error::TooLarge {
+                field: "query",
                 len: req.query.len(),
-                limit: self.limits.max_content_bytes,
+                limit: self.limits.max_query_bytes,
             });
         }
         let now = Utc::now();
@@ -180,6 +190,7 @@ impl MemoryService {
             .filter_map(|h| h.text.map(|t| t.score))
             .fold(0.0f32, f32::max);
         let query_l = normalise(&req.query);
+        let rare = rare_query_tokens(&req.query, &recs);
         let want_entities: Vec<String> =
             req.filters.entities.iter().map(|e| normalise(e)).collect();
         let mut out = vec![];
@@ -192,7 +203,7 @@ impl MemoryService {
             if m.kind != AssetKind::Memory
                 || !SERVABLE.contains(&m.status)
                 || m.status == AssetStatus::Revoked
-                || !p.can_see(&m.scope, &m.acl)
+                || !p.can_see(m)
                 || m.is_expired_at(now)
                 || m.valid_from.is_some_and(|f| f > as_of)
             {
@@ -246,6 +257,7 @@ impl MemoryService {
             let age_days = ((as_of - when).num_seconds().max(0) as f32) / 86400.0;
             let distance = m.scope.distance_to(&me).unwrap_or(5);
             let b = Breakdown {
+                exact: exact_signal(&rare, &body),
                 semantic: h.vector.map(|v| v.score.clamp(0.0, 1.0)).unwrap_or(0.0),
                 lexical: match h.text {
                     Some(t) if max_text > 0.0 => (t.score / max_text).clamp(0.0, 1.0),
@@ -284,12 +296,49 @@ impl MemoryService {
                 .then_with(|| a.memory.id.cmp(&b.memory.id))
         });
         out.truncate(k);
+        // Use is counted here, whatever door the search came through (HTTP, MCP, context
+        // packs, retrievers), so decay never weakens what agents rely on.
+        let used: Vec<String> = out.iter().map(|h| h.memory.id.clone()).collect();
+        if !used.is_empty() {
+            self.stats.record_retrievals(&used, now)?;
+        }
         Ok(SearchResponse {
             label: "memory",
             as_of,
             hits: out,
         })
     }
+}
+
+/// The query's identity tokens that at most [`RARE_TOKEN_MAX_HITS`] candidates hold.
+fn rare_query_tokens(query: &str, recs: &[registry_core::asset::AssetRecord]) -> Vec<String> {
+    let tokens = crate::identity::identity_tokens(query);
+    if tokens.is_empty() {
+        return vec![];
+    }
+    let holders: Vec<std::collections::BTreeSet<String>> = recs
+        .iter()
+        .filter_map(MemoryBody::from_record)
+        .map(|b| crate::identity::identity_tokens(&b.index_text()))
+        .collect();
+    tokens
+        .into_iter()
+        // Single characters (CJK ideographs, one-digit numbers) identify nothing alone.
+        .filter(|t| t.chars().count() > 1)
+        .filter(|t| {
+            let n = holders.iter().filter(|h| h.contains(t)).count();
+            (1..=RARE_TOKEN_MAX_HITS).contains(&n)
+        })
+        .collect()
+}
+
+/// 1 when the record holds every rare identifier of the query (some, proportionally).
+fn exact_signal(rare: &[String], body: &MemoryBody) -> f32 {
+    if rare.is_empty() {
+        return 0.0;
+    }
+    let have = crate::identity::identity_tokens(&body.index_text());
+    rare.iter().filter(|t| have.contains(*t)).count() as f32 / rare.len() as f32
 }
 
 fn trust_score(t: Trust) -> f32 {

@@ -1,56 +1,81 @@
 //! The memory service: writes through the gate, reads, feedback, review and revocation.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus};
 use registry_core::audit::AuditDraft;
 use registry_core::hash::sha256_hex;
+use registry_core::locks::KeyedLocks;
 use registry_core::retrieval::{IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
 use registry_core::store::{AssetQuery, AssetStore, WriteOp};
 use registry_core::{CoreError, CoreResult, Principal, Role, Scope, Trust};
 use registry_engine::HybridSearcher;
 use serde::{Deserialize, Serialize};
 
-use crate::gate::{self, Decision, NEAR_DUPLICATE_COSINE, Reason, ReasonCode};
+use crate::gate::{self, Decision, NEAR_DUPLICATE_COSINE, Reason, ReasonCode, Screen};
+use crate::identity::identity_tokens;
 use crate::record::{
-    Layer, LevelName, MemoryBody, MemoryClass, MemoryStats, MemoryView, ScopeSpec, WriteRequest,
-    fact_key, normalise,
+    Layer, LevelName, MemoryBody, MemoryClass, MemoryStats, MemoryView, MergedWrite, ScopeSpec,
+    WriteRequest, fact_key, normalise,
 };
 use crate::{Error, Result};
 
-/// Mutable usage counters beside the immutable versions (usage, feedback, verification, decay
-/// weight). They are not content, so they do not make new versions.
+/// Mutable usage counters beside the immutable versions (usage, votes, verification, decay
+/// weight, a pending review). They are not content, so they do not make new versions.
 pub trait StatsStore: Send + Sync {
     fn stats(&self, ids: &[AssetId]) -> CoreResult<HashMap<AssetId, MemoryStats>>;
+    /// Counts a retrieval of each id. May be applied asynchronously (usage counters are not
+    /// worth delaying an answer for), but is never dropped.
     fn record_retrievals(&self, ids: &[AssetId], at: DateTime<Utc>) -> CoreResult<()>;
-    fn add_feedback(&self, id: &str, helpful: bool) -> CoreResult<MemoryStats>;
+    /// Records `voter`'s vote on `id`, replacing that voter's earlier one; the helpful and
+    /// harmful counters are the numbers of distinct voters.
+    fn vote(
+        &self,
+        id: &str,
+        voter: &str,
+        helpful: bool,
+        at: DateTime<Utc>,
+    ) -> CoreResult<MemoryStats>;
     fn mark_verified(&self, id: &str, at: DateTime<Utc>) -> CoreResult<()>;
     fn set_weights(&self, weights: &[(AssetId, f32)]) -> CoreResult<()>;
+    /// Flags `id` for a reviewer while it stays served (`None`: clears the flag).
+    fn set_review(&self, id: &str, reason: Option<&str>) -> CoreResult<()>;
+    /// Ids flagged for review, at most `limit`.
+    fn under_review(&self, limit: usize) -> CoreResult<Vec<AssetId>>;
 }
 
-/// Limits applied before the gate.
+/// Limits applied before the gate. Every free-text field has one.
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_content_bytes: usize,
-    pub default_working_ttl_secs: u64,
+    /// `subject`, `attribute`, `speaker`, `session_label`.
+    pub max_field_bytes: usize,
+    pub max_value_bytes: usize,
+    /// Items of `entities`, `applicability`, `evidence` (each list) and bytes per item.
     pub max_list_items: usize,
+    pub max_item_bytes: usize,
+    pub max_query_bytes: usize,
+    pub default_working_ttl_secs: u64,
+    /// Writes kept on one record by merging; a further duplicate is stored as its own record.
+    pub max_merges: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_content_bytes: 16 * 1024,
-            default_working_ttl_secs: 24 * 3600,
+            max_field_bytes: 256,
+            max_value_bytes: 2048,
             max_list_items: 64,
+            max_item_bytes: 512,
+            max_query_bytes: 4096,
+            default_working_ttl_secs: 24 * 3600,
+            max_merges: 32,
         }
     }
 }
-
-/// Gate decisions and the commits they make are serialised within a process, so that two
-/// concurrent duplicates cannot both pass rule 5.
-static WRITE_LOCK: Mutex<()> = Mutex::new(());
 
 /// The answer to a write.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +101,7 @@ pub struct MemoryDetail {
     /// Every version of this record, oldest first.
     pub versions: Vec<MemoryView>,
     /// Other records on the same subject and attribute (superseded, pending, active), oldest
-    /// first.
+    /// first; those the caller may not read in full are shown without their content.
     pub related: Vec<MemoryView>,
 }
 
@@ -87,11 +112,14 @@ pub enum Outcome {
     Harmful,
 }
 
+/// Longest `task` a feedback names.
+pub const MAX_FEEDBACK_TASK_BYTES: usize = 256;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackRequest {
     pub outcome: Outcome,
-    /// The task in which the memory helped or harmed.
+    /// The task in which the memory helped or harmed (the audit log keeps its hash only).
     #[serde(default)]
     pub task: Option<String>,
 }
@@ -103,12 +131,17 @@ pub(crate) const PENDING: [AssetStatus; 3] = [
 ];
 pub(crate) const SERVABLE: [AssetStatus; 2] = [AssetStatus::Active, AssetStatus::Confirmed];
 
+/// Why a record is waiting for a reviewer while it stays served.
+pub const REVIEW_RETIRE: &str = "retire_proposed";
+
 #[derive(Clone)]
 pub struct MemoryService {
     pub store: Arc<dyn AssetStore>,
     pub search: HybridSearcher,
     pub stats: Arc<dyn StatsStore>,
     pub limits: Limits,
+    /// Check-then-write in the gate (rules 5–6 look at one scope) is serialised per scope.
+    locks: KeyedLocks,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -127,19 +160,17 @@ fn effective_trust(m: &AssetMeta) -> Trust {
 }
 
 pub(crate) fn index_keys(r: &AssetRecord, b: &MemoryBody) -> IndexKeys {
-    IndexKeys {
-        asset_id: r.meta.id.clone(),
-        kind: AssetKind::Memory,
-        scope_key: r.meta.scope.key(),
-        acl_keys: r.meta.acl.keys(),
-        tags: vec![
+    IndexKeys::of(
+        &r.meta,
+        AssetKind::Memory,
+        vec![
             b.class.tag(),
             match b.layer {
                 Layer::Raw => "layer:raw".into(),
                 Layer::Consolidated => "layer:consolidated".into(),
             },
         ],
-    }
+    )
 }
 
 fn request_hash(p: &Principal, req: &WriteRequest) -> String {
@@ -153,8 +184,47 @@ fn request_hash(p: &Principal, req: &WriteRequest) -> String {
     ])
 }
 
-fn audit(p: &Principal, action: &str, id: &str) -> AuditDraft {
-    AuditDraft::new(&p.user, action).tenant(&p.tenant).asset(id)
+fn audit(p: &Principal, action: &str, rec: &AssetMeta) -> AuditDraft {
+    AuditDraft::new(&p.user, action)
+        .in_scope(&rec.scope)
+        .asset(&rec.id)
+}
+
+fn be(e: impl std::fmt::Display) -> CoreError {
+    CoreError::backend("memory", e)
+}
+
+/// A write the gate let through rules 1–4, ready for rules 5–6.
+struct Candidate {
+    meta: AssetMeta,
+    body: MemoryBody,
+    lookup_key: Option<String>,
+    screen: Screen,
+}
+
+/// What rules 5–6 decided about a candidate.
+enum Verdict {
+    /// Stored as its own record with the status rules 1–4 gave it.
+    Store,
+    /// Kept on an existing record (its next version, or only an audit event when it brings
+    /// nothing new).
+    Merge {
+        into: AssetRecord,
+        reason: Reason,
+    },
+    Supersede {
+        old: AssetRecord,
+        reason: Reason,
+    },
+    Conflict {
+        with: AssetId,
+        reason: Reason,
+    },
+}
+
+/// Whether two texts name the same things: same numbers, ids, dates, names.
+fn same_identity(a: &str, b: &str) -> bool {
+    identity_tokens(a) == identity_tokens(b)
 }
 
 impl MemoryService {
@@ -168,7 +238,14 @@ impl MemoryService {
             search,
             stats,
             limits: Limits::default(),
+            locks: KeyedLocks::new(),
         }
+    }
+
+    /// The same service sharing `locks` (every service over one store must share them).
+    pub fn with_locks(mut self, locks: KeyedLocks) -> Self {
+        self.locks = locks;
+        self
     }
 
     /// Resolves where a write lands.
@@ -222,12 +299,28 @@ impl MemoryService {
     }
 
     fn validate(&self, req: &WriteRequest) -> Result<()> {
-        if req.content.len() > self.limits.max_content_bytes {
-            return Err(Error::TooLarge {
-                len: req.content.len(),
-                limit: self.limits.max_content_bytes,
-            });
+        let l = &self.limits;
+        let too_large = |field: &'static str, len: usize, limit: usize| {
+            if len > limit {
+                Err(Error::TooLarge { field, len, limit })
+            } else {
+                Ok(())
+            }
+        };
+        too_large("content", req.content.len(), l.max_content_bytes)?;
+        for (field, v) in [
+            ("subject", &req.subject),
+            ("attribute", &req.attribute),
+            ("speaker", &req.speaker),
+            ("session_label", &req.session_label),
+        ] {
+            too_large(field, v.as_ref().map_or(0, String::len), l.max_field_bytes)?;
         }
+        too_large(
+            "value",
+            req.value.as_ref().map_or(0, String::len),
+            l.max_value_bytes,
+        )?;
         if req.content.trim().is_empty() {
             return Err(Error::invalid("content", "content is empty"));
         }
@@ -248,10 +341,13 @@ impl MemoryService {
             ("applicability", &req.applicability),
             ("evidence", &req.evidence),
         ] {
-            if list.len() > self.limits.max_list_items || list.iter().any(|e| e.len() > 512) {
+            if list.len() > l.max_list_items || list.iter().any(|e| e.len() > l.max_item_bytes) {
                 return Err(Error::invalid(
                     field,
-                    format!("at most {} items of 512 bytes", self.limits.max_list_items),
+                    format!(
+                        "at most {} items of {} bytes",
+                        l.max_list_items, l.max_item_bytes
+                    ),
                 ));
             }
         }
@@ -260,6 +356,7 @@ impl MemoryService {
         {
             return Err(Error::invalid("valid_to", "valid_to is before valid_from"));
         }
+        registry_core::asset::validate_purposes(&req.purposes)?;
         Ok(())
     }
 
@@ -332,12 +429,10 @@ impl MemoryService {
         self.validate(req)?;
         let scope = self.resolve_scope(p, req.class, req.scope.as_ref())?;
         if !p.can_write_into(&scope) {
+            let why = format!("cannot write into scope {}", scope.key());
             return Err(Error::Forbidden {
-                message: format!("cannot write into scope {}", scope.key()),
-                reasons: vec![Reason::new(
-                    ReasonCode::ScopeNotPermitted,
-                    format!("cannot write into scope {}", scope.key()),
-                )],
+                message: why.clone(),
+                reasons: vec![Reason::new(ReasonCode::ScopeNotPermitted, why)],
             });
         }
         let idem =
@@ -353,11 +448,64 @@ impl MemoryService {
             &scope,
             req.source,
             req.sensitivity,
-            &req.content,
+            &req.text_fields(),
         );
         if screen.decision == Decision::Rejected {
             return Err(Error::Rejected(screen.reasons));
         }
+        let cand = self.candidate(p, req, scope, screen, now);
+        // Embedding happens outside the lock: it is the slow part and depends only on the text.
+        let vector = match (cand.screen.decision, pre_embedded) {
+            (Decision::Accepted, Some(v)) => Some(v),
+            (Decision::Accepted, None) => Some(self.search.embed_one(&cand.body.embed_text())?),
+            _ => None,
+        };
+        registry_core::deadline::check()?;
+        let _guard = self.locks.lock(&cand.meta.scope.key());
+        if let Some((key, hash)) = &idem
+            && let Some(prev) = self.remembered(&p.tenant, key, hash)?
+        {
+            return Ok(prev);
+        }
+        let verdict = if cand.screen.decision == Decision::Accepted {
+            self.decide(req, &cand, vector.as_deref())?
+        } else {
+            Verdict::Store
+        };
+        let (outcome, mut ops, index) = self.plan(p, req, cand, verdict, now)?;
+        if let Some((key, hash)) = &idem {
+            ops.push(WriteOp::Idempotency {
+                tenant: p.tenant.clone(),
+                key: key.clone(),
+                request_hash: hash.clone(),
+                response: serde_json::to_value(&outcome).map_err(be)?,
+            });
+        }
+        match self.store.commit(ops) {
+            Ok(_) => {}
+            Err(CoreError::Conflict(_)) if idem.is_some() => {
+                let (key, hash) = idem.as_ref().expect("checked");
+                if let Some(prev) = self.remembered(&p.tenant, key, hash)? {
+                    return Ok(prev);
+                }
+                return Err(Error::Core(CoreError::Conflict("concurrent write".into())));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.apply_index(index, vector)?;
+        Ok(outcome)
+    }
+
+    /// The record a write would store: its governance metadata (trust from the writer's
+    /// channel, sensitivity from the gate, retention of working memory) and its body.
+    fn candidate(
+        &self,
+        p: &Principal,
+        req: &WriteRequest,
+        scope: Scope,
+        screen: Screen,
+        now: DateTime<Utc>,
+    ) -> Candidate {
         let body = MemoryBody {
             class: req.class,
             content: req.content.clone(),
@@ -376,214 +524,213 @@ impl MemoryService {
             supersedes: None,
             conflicts_with: None,
             consolidated_from: vec![],
+            merged: vec![],
         };
-        let mut meta = AssetMeta::new(AssetKind::Memory, scope.clone(), &p.user, req.source);
+        let mut meta = AssetMeta::new(AssetKind::Memory, scope, &p.user, req.source);
         meta.created_at = now;
         meta.updated_at = now;
+        // Trust comes from who writes through which channel; a declared source only lowers it.
+        meta.trust = req.source.default_trust().min(p.trust_ceiling());
         meta.sensitivity = screen.sensitivity;
         meta.valid_from = req.valid_from;
         meta.valid_to = req.valid_to;
+        meta.purposes = req.purposes.clone();
         meta.content_hash = sha256_hex(normalise(&req.content));
         if req.class == MemoryClass::Working {
             let ttl = req.ttl_secs.unwrap_or(self.limits.default_working_ttl_secs);
-            meta.expires_at = Some(now + Duration::seconds(ttl.min(365 * 24 * 3600) as i64));
+            let until = now + Duration::seconds(ttl.min(365 * 24 * 3600) as i64);
+            // Working memory is forgotten at the end of its TTL: served until then, and
+            // purged by the retention job after.
+            meta.expires_at = Some(until);
+            meta.retain_until = Some(until);
         }
         let lookup_key = match (&req.subject, &req.attribute) {
             (Some(s), Some(a)) => Some(fact_key(s, a)),
             _ => None,
         };
-        // Embedding happens outside the lock: it is the slow part and depends only on the text.
-        let vector = if screen.decision == Decision::Accepted {
-            match pre_embedded {
-                Some(v) => Some(v),
-                None => Some(self.search.embed_one(&body.index_text())?),
-            }
-        } else {
-            None
-        };
-        let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((key, hash)) = &idem
-            && let Some(prev) = self.remembered(&p.tenant, key, hash)?
-        {
-            return Ok(prev);
+        Candidate {
+            meta,
+            body,
+            lookup_key,
+            screen,
         }
-        let mut reasons = screen.reasons.clone();
-        let mut decision = screen.decision;
-        let mut status = if screen.decision == Decision::Candidate {
-            if screen.quarantine {
-                AssetStatus::Quarantined
-            } else {
-                AssetStatus::Candidate
-            }
-        } else {
-            AssetStatus::Active
-        };
-        let mut merged_into: Option<AssetRecord> = None;
-        let mut replaced: Option<AssetRecord> = None;
-        let mut conflicts_with: Option<AssetId> = None;
-        if decision == Decision::Accepted {
-            let same_scope = Some(vec![scope.key()]);
-            // Rule 5, exact: same normalised content in the same scope and class.
-            let dup = self
+    }
+
+    /// Whether `into` can keep `cand` without widening who sees the newcomer's text or losing
+    /// it: same purposes, sensitivity no higher than the record's, room left.
+    fn can_merge(&self, cand: &Candidate, into: &AssetRecord) -> bool {
+        let body = MemoryBody::from_record(into);
+        cand.meta.purposes == into.meta.purposes
+            && cand.meta.sensitivity <= into.meta.sensitivity
+            && cand.meta.acl == into.meta.acl
+            && body.is_some_and(|b| b.merged.len() < self.limits.max_merges)
+    }
+
+    /// Rules 5–6 (duplicates, conflicts) for a candidate rules 1–4 accepted.
+    fn decide(
+        &self,
+        req: &WriteRequest,
+        cand: &Candidate,
+        vector: Option<&[f32]>,
+    ) -> Result<Verdict> {
+        let scope = &cand.meta.scope;
+        let same_scope = Some(vec![scope.key()]);
+        // Rule 5, exact: same normalised content in the same scope and class.
+        let dup = self
+            .store
+            .find(&AssetQuery {
+                kind: Some(AssetKind::Memory),
+                tenant: scope.tenant.clone(),
+                scope_keys: same_scope.clone(),
+                statuses: Some(SERVABLE.to_vec()),
+                content_hash: Some(cand.meta.content_hash.clone()),
+                heads_only: true,
+                ..Default::default()
+            })?
+            .into_iter()
+            .find(|r| {
+                MemoryBody::from_record(r).is_some_and(|b| b.class == req.class)
+                    && self.can_merge(cand, r)
+            });
+        if let Some(d) = dup {
+            let reason = Reason::new(ReasonCode::DuplicateContent, "same content already stored")
+                .related(&d.meta.id);
+            return Ok(Verdict::Merge { into: d, reason });
+        }
+        // Rule 6: same subject and attribute.
+        if let Some(lk) = &cand.lookup_key {
+            let existing = self
                 .store
                 .find(&AssetQuery {
                     kind: Some(AssetKind::Memory),
-                    tenant: Some(p.tenant.clone()),
+                    tenant: scope.tenant.clone(),
                     scope_keys: same_scope.clone(),
                     statuses: Some(SERVABLE.to_vec()),
-                    content_hash: Some(meta.content_hash.clone()),
+                    lookup_key: Some(lk.clone()),
                     heads_only: true,
                     ..Default::default()
                 })?
                 .into_iter()
-                .find(|r| MemoryBody::from_record(r).is_some_and(|b| b.class == req.class));
-            if let Some(d) = dup {
-                reasons.push(
-                    Reason::new(ReasonCode::DuplicateContent, "same content already stored")
-                        .related(&d.meta.id),
-                );
-                decision = Decision::Merged;
-                merged_into = Some(d);
+                .next_back();
+            if let Some(old) = existing {
+                return Ok(self.fact_rule(req, cand, old));
             }
-            // Rule 6: same subject and attribute.
-            if decision == Decision::Accepted
-                && let Some(lk) = &lookup_key
-            {
-                let existing = self
-                    .store
-                    .find(&AssetQuery {
-                        kind: Some(AssetKind::Memory),
-                        tenant: Some(p.tenant.clone()),
-                        scope_keys: same_scope.clone(),
-                        statuses: Some(SERVABLE.to_vec()),
-                        lookup_key: Some(lk.clone()),
-                        heads_only: true,
-                        ..Default::default()
-                    })?
-                    .into_iter()
-                    .next_back();
-                if let Some(old) = existing {
-                    let old_body = MemoryBody::from_record(&old);
-                    let same_value = old_body
-                        .as_ref()
-                        .and_then(|b| b.value.as_deref())
-                        .map(normalise)
-                        == req.value.as_deref().map(normalise);
-                    let old_from = old.meta.valid_from;
-                    if same_value {
-                        reasons.push(
-                            Reason::new(ReasonCode::SameFact, "same subject, attribute and value")
-                                .related(&old.meta.id),
-                        );
-                        decision = Decision::Merged;
-                        merged_into = Some(old);
-                    } else if matches!((req.valid_from, old_from), (Some(n), Some(o)) if n < o) {
-                        reasons.push(
-                            Reason::new(
-                                ReasonCode::OlderThanExisting,
-                                "the active record is valid from a later time",
-                            )
-                            .related(&old.meta.id),
-                        );
-                        decision = Decision::ConflictPending;
-                        status = AssetStatus::ConflictPending;
-                        conflicts_with = Some(old.meta.id.clone());
-                    } else if meta.trust >= effective_trust(&old.meta) {
-                        reasons.push(
-                            Reason::new(
-                                ReasonCode::SupersedesRecord,
-                                "replaces a record of lower or equal trust",
-                            )
-                            .related(&old.meta.id),
-                        );
-                        decision = Decision::Superseded;
-                        replaced = Some(old);
-                    } else {
-                        reasons.push(
-                            Reason::new(
-                                ReasonCode::LowerTrustConflict,
-                                "a lower-trust source cannot supersede a higher-trust record",
-                            )
-                            .related(&old.meta.id),
-                        );
-                        decision = Decision::ConflictPending;
-                        status = AssetStatus::ConflictPending;
-                        conflicts_with = Some(old.meta.id.clone());
-                    }
+        }
+        // Rule 5, near: a very similar record in the same scope and class that names the same
+        // things (numbers, ids, dates, names): an embedding alone cannot tell those apart.
+        if let Some(v) = vector {
+            let filter = VisibilityFilter {
+                scope_keys: vec![scope.key()],
+                acl_keys: cand.meta.acl.keys(),
+                kinds: vec![AssetKind::Memory],
+                any_tags: vec![req.class.tag()],
+                ..Default::default()
+            };
+            let text = cand.body.embed_text();
+            for h in self.search.vectors.search(v, &filter, 3)? {
+                if h.score < NEAR_DUPLICATE_COSINE {
+                    break;
                 }
-            }
-            // Rule 5, near: a very similar record in the same scope and class.
-            if decision == Decision::Accepted
-                && let Some(v) = &vector
-            {
-                let filter = VisibilityFilter {
-                    scope_keys: vec![scope.key()],
-                    acl_keys: meta.acl.keys(),
-                    kinds: vec![AssetKind::Memory],
-                    any_tags: vec![req.class.tag()],
+                let Some(r) = self.store.get(&h.asset_id)? else {
+                    continue;
                 };
-                let hits = self.search.vectors.search(v, &filter, 3)?;
-                for h in hits.iter().filter(|h| h.score >= NEAR_DUPLICATE_COSINE) {
-                    if let Some(r) = self.store.get(&h.asset_id)?
-                        && SERVABLE.contains(&r.meta.status)
-                        && r.lookup_key
-                            .as_ref()
-                            .is_none_or(|k| Some(k) == lookup_key.as_ref())
-                    {
-                        reasons.push(
-                            Reason::new(
-                                ReasonCode::NearDuplicate,
-                                format!("cosine {:.3} with an existing record", h.score),
-                            )
-                            .related(&r.meta.id),
-                        );
-                        decision = Decision::Merged;
-                        merged_into = Some(r);
-                        break;
-                    }
+                let Some(rb) = MemoryBody::from_record(&r) else {
+                    continue;
+                };
+                if SERVABLE.contains(&r.meta.status)
+                    && r.lookup_key
+                        .as_ref()
+                        .is_none_or(|k| Some(k) == cand.lookup_key.as_ref())
+                    && same_identity(&text, &rb.embed_text())
+                    && self.can_merge(cand, &r)
+                {
+                    let reason = Reason::new(
+                        ReasonCode::NearDuplicate,
+                        format!(
+                            "cosine {:.3} with an existing record naming the same things",
+                            h.score
+                        ),
+                    )
+                    .related(&r.meta.id);
+                    return Ok(Verdict::Merge { into: r, reason });
                 }
             }
         }
-        let outcome;
+        Ok(Verdict::Store)
+    }
+
+    /// Rule 6 against the active record `old` on the same subject and attribute.
+    fn fact_rule(&self, req: &WriteRequest, cand: &Candidate, old: AssetRecord) -> Verdict {
+        let old_value = MemoryBody::from_record(&old).and_then(|b| b.value.map(|v| normalise(&v)));
+        let id = old.meta.id.clone();
+        if old_value == req.value.as_deref().map(normalise) && self.can_merge(cand, &old) {
+            let reason =
+                Reason::new(ReasonCode::SameFact, "same subject, attribute and value").related(&id);
+            return Verdict::Merge { into: old, reason };
+        }
+        let conflict = |code, why: &str| Verdict::Conflict {
+            with: id.clone(),
+            reason: Reason::new(code, why).related(&id),
+        };
+        if old.meta.status == AssetStatus::Confirmed {
+            return conflict(
+                ReasonCode::ConfirmedRecord,
+                "a reviewer confirmed the active record; only a reviewer supersedes it",
+            );
+        }
+        if matches!((req.valid_from, old.meta.valid_from), (Some(n), Some(o)) if n < o) {
+            return conflict(
+                ReasonCode::OlderThanExisting,
+                "the active record is valid from a later time",
+            );
+        }
+        if cand.meta.trust >= effective_trust(&old.meta) {
+            let reason = Reason::new(
+                ReasonCode::SupersedesRecord,
+                "replaces a record of lower or equal trust",
+            )
+            .related(&id);
+            return Verdict::Supersede { old, reason };
+        }
+        conflict(
+            ReasonCode::LowerTrustConflict,
+            "a lower-trust source cannot supersede a higher-trust record",
+        )
+    }
+
+    /// The commit for a verdict: the operations, the answer, and the index work after it.
+    fn plan(
+        &self,
+        p: &Principal,
+        req: &WriteRequest,
+        cand: Candidate,
+        verdict: Verdict,
+        now: DateTime<Utc>,
+    ) -> Result<(WriteOutcome, Vec<WriteOp>, IndexWork)> {
+        let Candidate {
+            mut meta,
+            mut body,
+            lookup_key,
+            screen,
+        } = cand;
+        let mut reasons = screen.reasons.clone();
+        let mut decision = screen.decision;
+        let mut status = match (screen.decision, screen.quarantine) {
+            (Decision::Candidate, true) => AssetStatus::Quarantined,
+            (Decision::Candidate, false) => AssetStatus::Candidate,
+            _ => AssetStatus::Active,
+        };
+        let mut replaced = None;
+        let mut conflicts_with = None;
         let mut ops = vec![];
-        let mut to_index: Option<(AssetRecord, MemoryBody)> = None;
-        if let Some(target) = &merged_into {
-            outcome = WriteOutcome {
-                decision: Decision::Merged,
-                id: target.meta.id.clone(),
-                version: target.meta.version,
-                status: target.meta.status.as_str().to_string(),
-                reasons: reasons.clone(),
-                replaced: None,
-                conflicts_with: None,
-            };
-            ops.push(WriteOp::Audit(
-                audit(p, "memory.merge", &target.meta.id)
-                    .hashes(None, Some(meta.content_hash.clone()))
-                    .reason(decision.as_str()),
-            ));
-        } else {
-            let mut body = body;
-            body.gate = reasons.clone();
-            body.supersedes = replaced.as_ref().map(|r| r.meta.id.clone());
-            body.conflicts_with = conflicts_with.clone();
-            meta.status = status;
-            let rec = AssetRecord {
-                meta: meta.clone(),
-                lookup_key: lookup_key.clone(),
-                body: serde_json::to_value(&body).map_err(|e| CoreError::backend("memory", e))?,
-            };
-            outcome = WriteOutcome {
-                decision,
-                id: meta.id.clone(),
-                version: meta.version,
-                status: status.as_str().to_string(),
-                reasons: reasons.clone(),
-                replaced: replaced.as_ref().map(|r| r.meta.id.clone()),
-                conflicts_with: conflicts_with.clone(),
-            };
-            ops.push(WriteOp::PutVersion(Box::new(rec.clone())));
-            if let Some(old) = &replaced {
+        match verdict {
+            Verdict::Merge { into, reason } => {
+                reasons.push(reason);
+                return self.plan_merge(p, req, &meta, &body, into, reasons, now);
+            }
+            Verdict::Supersede { old, reason } => {
+                reasons.push(reason);
+                decision = Decision::Superseded;
                 ops.push(WriteOp::SetStatus {
                     id: old.meta.id.clone(),
                     version: None,
@@ -591,59 +738,151 @@ impl MemoryService {
                     expect: Some(old.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    audit(p, "memory.supersede", &old.meta.id)
+                    audit(p, "memory.supersede", &old.meta)
                         .hashes(
                             Some(old.meta.content_hash.clone()),
                             Some(meta.content_hash.clone()),
                         )
                         .reason(format!("superseded by {}", meta.id)),
                 ));
+                replaced = Some(old.meta.id);
             }
-            ops.push(WriteOp::Audit(
-                audit(p, "memory.write", &meta.id)
-                    .hashes(None, Some(meta.content_hash.clone()))
-                    .reason(decision.as_str()),
-            ));
-            if status.is_servable() {
-                to_index = Some((rec, body));
+            Verdict::Conflict { with, reason } => {
+                reasons.push(reason);
+                decision = Decision::ConflictPending;
+                status = AssetStatus::ConflictPending;
+                conflicts_with = Some(with);
             }
+            Verdict::Store => {}
         }
-        if let Some((key, hash)) = &idem {
-            ops.push(WriteOp::Idempotency {
-                tenant: p.tenant.clone(),
-                key: key.clone(),
-                request_hash: hash.clone(),
-                response: serde_json::to_value(&outcome)
-                    .map_err(|e| CoreError::backend("memory", e))?,
+        body.gate = reasons.clone();
+        body.supersedes = replaced.clone();
+        body.conflicts_with = conflicts_with.clone();
+        meta.status = status;
+        let rec = AssetRecord {
+            meta: meta.clone(),
+            lookup_key,
+            body: serde_json::to_value(&body).map_err(be)?,
+        };
+        ops.insert(0, WriteOp::PutVersion(Box::new(rec.clone())));
+        ops.push(WriteOp::Audit(
+            audit(p, "memory.write", &meta)
+                .hashes(None, Some(meta.content_hash.clone()))
+                .reason(decision.as_str()),
+        ));
+        let outcome = WriteOutcome {
+            decision,
+            id: meta.id.clone(),
+            version: meta.version,
+            status: status.as_str().to_string(),
+            reasons,
+            replaced: replaced.clone(),
+            conflicts_with,
+        };
+        let index = IndexWork {
+            remove: replaced.into_iter().collect(),
+            add: status.is_servable().then_some((rec, body)),
+            sync_text: false,
+        };
+        Ok((outcome, ops, index))
+    }
+
+    /// A merge keeps the newcomer on the surviving record: its evidence, source and (when its
+    /// wording differs) its content go on the record's next version. A newcomer that brings
+    /// nothing new leaves only an audit event.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_merge(
+        &self,
+        p: &Principal,
+        req: &WriteRequest,
+        meta: &AssetMeta,
+        body: &MemoryBody,
+        into: AssetRecord,
+        reasons: Vec<Reason>,
+        now: DateTime<Utc>,
+    ) -> Result<(WriteOutcome, Vec<WriteOp>, IndexWork)> {
+        let mut target = MemoryBody::from_record(&into).ok_or_else(|| be("malformed memory"))?;
+        let new_wording = meta.content_hash != into.meta.content_hash
+            && !target
+                .merged
+                .iter()
+                .any(|m| m.content_hash == meta.content_hash);
+        let new_evidence: Vec<String> = body
+            .evidence
+            .iter()
+            .filter(|e| !target.evidence.contains(e))
+            .cloned()
+            .collect();
+        let new_source =
+            into.meta.source != req.source && !target.merged.iter().any(|m| m.source == req.source);
+        let mut ops = vec![];
+        let mut head = into.clone();
+        let mut index = IndexWork::default();
+        if new_wording || !new_evidence.is_empty() || new_source {
+            target.evidence.extend(new_evidence);
+            target.merged.push(MergedWrite {
+                at: now,
+                by: p.user.clone(),
+                source: req.source,
+                evidence: body.evidence.clone(),
+                content_hash: meta.content_hash.clone(),
+                content: new_wording.then(|| req.content.clone()),
             });
-        }
-        match self.store.commit(ops) {
-            Ok(_) => {}
-            Err(CoreError::Conflict(_)) if idem.is_some() => {
-                let (key, hash) = idem.as_ref().expect("checked");
-                if let Some(prev) = self.remembered(&p.tenant, key, hash)? {
-                    return Ok(prev);
-                }
-                return Err(Error::Core(CoreError::Conflict("concurrent write".into())));
+            head.meta.version += 1;
+            head.meta.updated_at = now;
+            head.body = serde_json::to_value(&target).map_err(be)?;
+            ops.push(WriteOp::PutVersion(Box::new(head.clone())));
+            if head.meta.status.is_servable() {
+                index.add = Some((head.clone(), target));
+                index.sync_text = true;
             }
-            Err(e) => return Err(e.into()),
         }
-        if let Some(old) = &replaced {
-            self.search.remove(std::slice::from_ref(&old.meta.id))?;
+        ops.push(WriteOp::Audit(
+            audit(p, "memory.merge", &into.meta)
+                .hashes(
+                    Some(into.meta.content_hash.clone()),
+                    Some(meta.content_hash.clone()),
+                )
+                .reason(format!("version {}", head.meta.version)),
+        ));
+        let outcome = WriteOutcome {
+            decision: Decision::Merged,
+            id: head.meta.id.clone(),
+            version: head.meta.version,
+            status: head.meta.status.as_str().to_string(),
+            reasons,
+            replaced: None,
+            conflicts_with: None,
+        };
+        Ok((outcome, ops, index))
+    }
+
+    fn apply_index(&self, work: IndexWork, vector: Option<Vec<f32>>) -> Result<()> {
+        if !work.remove.is_empty() {
+            self.search.remove(&work.remove)?;
         }
-        if let (Some((rec, body)), Some(v)) = (to_index, vector) {
+        let Some((rec, body)) = work.add else {
+            return Ok(());
+        };
+        if work.sync_text {
+            // A merged record's next version: same vector, new text (its wordings).
+            self.search.text.upsert(&[TextDoc {
+                keys: index_keys(&rec, &body),
+                text: body.index_text(),
+            }])?;
+            return Ok(());
+        }
+        if let Some(v) = vector {
             self.index_with_vector(&rec, &body, v)?;
         }
-        Ok(outcome)
+        Ok(())
     }
 
     fn remembered(&self, tenant: &str, key: &str, hash: &str) -> Result<Option<WriteOutcome>> {
         match self.store.idempotent_response(tenant, key)? {
             None => Ok(None),
             Some((h, _)) if h != hash => Err(Error::IdempotencyKeyReused),
-            Some((_, resp)) => Ok(Some(
-                serde_json::from_value(resp).map_err(|e| CoreError::backend("memory", e))?,
-            )),
+            Some((_, resp)) => Ok(Some(serde_json::from_value(resp).map_err(be)?)),
         }
     }
 
@@ -697,24 +936,72 @@ impl MemoryService {
 
     /// Embeds and indexes servable records (re-indexing replaces).
     pub fn reindex(&self, recs: &[AssetRecord]) -> Result<usize> {
-        let items: Vec<(IndexKeys, String)> = recs
+        let items: Vec<(AssetRecord, MemoryBody)> = recs
             .iter()
             .filter(|r| SERVABLE.contains(&r.meta.status))
-            .filter_map(|r| MemoryBody::from_record(r).map(|b| (index_keys(r, &b), b.index_text())))
+            .filter_map(|r| MemoryBody::from_record(r).map(|b| (r.clone(), b)))
             .collect();
-        self.search.index_batch(&items)?;
+        for batch in items.chunks(registry_engine::EMBED_BATCH) {
+            let texts: Vec<String> = batch.iter().map(|(_, b)| b.embed_text()).collect();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let vectors = self.search.embedder.embed(&refs)?;
+            let model = self.search.embedder.info().tag();
+            let mut entries = Vec::with_capacity(batch.len());
+            let mut docs = Vec::with_capacity(batch.len());
+            for ((r, b), v) in batch.iter().zip(vectors) {
+                let keys = index_keys(r, b);
+                entries.push(VectorEntry {
+                    keys: keys.clone(),
+                    vector: v,
+                    model: model.clone(),
+                });
+                docs.push(TextDoc {
+                    keys,
+                    text: b.index_text(),
+                });
+            }
+            self.search.vectors.upsert(&entries)?;
+            self.search.text.upsert(&docs)?;
+        }
         Ok(items.len())
     }
 
-    /// A memory the principal may see (404 otherwise, whether it exists or not).
+    /// The index keys every servable memory should carry now, for re-labelling an index whose
+    /// entries predate a change of governance tags.
+    pub fn current_index_entries(&self) -> Result<Vec<(IndexKeys, String)>> {
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            statuses: Some(SERVABLE.to_vec()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        Ok(recs
+            .iter()
+            .filter_map(|r| MemoryBody::from_record(r).map(|b| (index_keys(r, &b), b.index_text())))
+            .collect())
+    }
+
+    /// A memory whose scope, ACL, clearance and purpose admit the principal (404 otherwise,
+    /// whether it exists or not).
     pub fn visible(&self, p: &Principal, id: &str) -> Result<AssetRecord> {
         match self.store.get(id)? {
-            Some(r)
-                if r.meta.kind == AssetKind::Memory && p.can_see(&r.meta.scope, &r.meta.acl) =>
-            {
-                Ok(r)
-            }
+            Some(r) if r.meta.kind == AssetKind::Memory && p.can_see(&r.meta) => Ok(r),
             _ => Err(Error::NotFound(id.to_string())),
+        }
+    }
+
+    /// How much of a visible record `p` may read: a servable one in full; a pending one its
+    /// writer and the reviewers and governors of its scope in full (they must judge it); any
+    /// other state (revoked, expired, superseded) only its governors, without content.
+    fn readable(&self, p: &Principal, r: &AssetRecord) -> Readable {
+        let m = &r.meta;
+        let judges = m.owner == p.user || p.can_review_in(&m.scope) || p.governs(&m.scope);
+        if m.status.is_servable() || (PENDING.contains(&m.status) && judges) {
+            Readable::Full
+        } else if p.governs(&m.scope) {
+            Readable::Metadata
+        } else {
+            Readable::No
         }
     }
 
@@ -727,14 +1014,26 @@ impl MemoryService {
         MemoryView::of(r, stats).ok_or_else(|| Error::NotFound(r.meta.id.clone()))
     }
 
+    fn view_as(&self, p: &Principal, r: &AssetRecord) -> Result<Option<MemoryView>> {
+        Ok(match self.readable(p, r) {
+            Readable::Full => Some(self.view(r)?),
+            Readable::Metadata => Some(self.view(r)?.redacted()),
+            Readable::No => None,
+        })
+    }
+
     pub fn get(&self, p: &Principal, id: &str) -> Result<MemoryDetail> {
         let rec = self.visible(p, id)?;
-        let memory = self.view(&rec)?;
+        let memory = self
+            .view_as(p, &rec)?
+            .ok_or_else(|| Error::NotFound(id.to_string()))?;
+        let redact = self.readable(p, &rec) == Readable::Metadata;
         let versions = self
             .store
             .history(id)?
             .iter()
             .filter_map(|r| MemoryView::of(r, memory.stats.clone()))
+            .map(|v| if redact { v.redacted() } else { v })
             .collect();
         let mut related = vec![];
         if let Some(lk) = &rec.lookup_key {
@@ -746,8 +1045,11 @@ impl MemoryService {
                 heads_only: true,
                 ..Default::default()
             })? {
-                if r.meta.id != rec.meta.id && p.can_see(&r.meta.scope, &r.meta.acl) {
-                    related.push(self.view(&r)?);
+                if r.meta.id != rec.meta.id
+                    && p.can_see(&r.meta)
+                    && let Some(v) = self.view_as(p, &r)?
+                {
+                    related.push(v);
                 }
             }
         }
@@ -758,27 +1060,56 @@ impl MemoryService {
         })
     }
 
+    /// A vote that the memory helped or harmed a task: writers and feedback keys only, one
+    /// vote per principal (a later vote replaces the earlier one).
     pub fn feedback(&self, p: &Principal, id: &str, req: &FeedbackRequest) -> Result<MemoryStats> {
+        if !(p.has_role(Role::Writer) || p.has_role(Role::Feedback)) {
+            return Err(Error::Forbidden {
+                message: "voting on a memory needs the writer or feedback role".into(),
+                reasons: vec![],
+            });
+        }
+        if req
+            .task
+            .as_ref()
+            .is_some_and(|t| t.len() > MAX_FEEDBACK_TASK_BYTES)
+        {
+            return Err(Error::TooLarge {
+                field: "task",
+                len: req.task.as_ref().map_or(0, String::len),
+                limit: MAX_FEEDBACK_TASK_BYTES,
+            });
+        }
         let rec = self.visible(p, id)?;
+        if self.readable(p, &rec) != Readable::Full || !rec.meta.status.is_servable() {
+            return Err(Error::NotFound(id.to_string()));
+        }
         let helpful = req.outcome == Outcome::Helpful;
-        let mut draft = audit(p, "memory.feedback", &rec.meta.id).reason(if helpful {
+        let mut draft = audit(p, "memory.feedback", &rec.meta).reason(if helpful {
             "helpful"
         } else {
             "harmful"
         });
+        // The task is the caller's text: the log keeps its hash only.
         if let Some(t) = &req.task {
-            draft = draft.reason(format!(
-                "{} task={t}",
-                if helpful { "helpful" } else { "harmful" }
-            ));
+            draft = draft.hashes(None, Some(sha256_hex(t)));
         }
         self.store.commit(vec![WriteOp::Audit(draft)])?;
-        Ok(self.stats.add_feedback(id, helpful)?)
+        let voter = format!("{}/{}", p.tenant, p.user);
+        Ok(self.stats.vote(id, &voter, helpful, Utc::now())?)
     }
 
-    /// Pending records (candidate, quarantined, conflict_pending) in the principal's scopes.
+    /// What waits for a reviewer in the principal's scopes: pending records (candidate,
+    /// quarantined, conflict_pending) and served records flagged for review (a proposed
+    /// retirement). Reviewers and admins only: the queue shows content nobody else may read.
     pub fn review_queue(&self, p: &Principal, limit: usize) -> Result<Vec<MemoryView>> {
-        let recs = self.store.find(&AssetQuery {
+        if !p.has_role(Role::Reviewer) {
+            return Err(Error::Forbidden {
+                message: "the reviewer role is required".into(),
+                reasons: vec![],
+            });
+        }
+        let mut recs = self.store.find(&AssetQuery {
             kind: Some(AssetKind::Memory),
             tenant: Some(p.tenant.clone()),
             scope_keys: Some(p.visible_scope_keys()),
@@ -787,30 +1118,50 @@ impl MemoryService {
             limit: Some(limit),
             ..Default::default()
         })?;
-        recs.iter()
-            .filter(|r| p.can_see(&r.meta.scope, &r.meta.acl))
-            .map(|r| self.view(r))
-            .collect()
+        let flagged = self.stats.under_review(limit)?;
+        if !flagged.is_empty() {
+            recs.extend(self.store.find(&AssetQuery {
+                ids: Some(flagged),
+                statuses: Some(SERVABLE.to_vec()),
+                heads_only: true,
+                ..Default::default()
+            })?);
+        }
+        let mut seen = BTreeSet::new();
+        let mut out = vec![];
+        for r in recs {
+            if out.len() >= limit {
+                break;
+            }
+            if r.meta.kind == AssetKind::Memory
+                && p.can_see(&r.meta)
+                && p.can_review_in(&r.meta.scope)
+                && seen.insert(r.meta.id.clone())
+            {
+                out.push(self.view(&r)?);
+            }
+        }
+        Ok(out)
     }
 
-    fn require_reviewer(p: &Principal) -> Result<()> {
-        if p.has_role(Role::Reviewer) {
+    fn require_reviewer(p: &Principal, rec: &AssetRecord) -> Result<()> {
+        if p.can_review_in(&rec.meta.scope) {
             Ok(())
         } else {
             Err(Error::Forbidden {
-                message: "the reviewer role is required".into(),
+                message: "the reviewer role in the memory's scope is required".into(),
                 reasons: vec![],
             })
         }
     }
 
     /// A reviewer confirms a pending record (it becomes `confirmed`, and supersedes the record
-    /// it conflicted with) or verifies an active one.
+    /// it conflicted with), verifies an active one, or keeps one proposed for retirement.
     pub fn confirm(&self, p: &Principal, id: &str) -> Result<MemoryView> {
-        Self::require_reviewer(p)?;
         let rec = self.visible(p, id)?;
+        Self::require_reviewer(p, &rec)?;
         let from = rec.meta.status;
-        if !(PENDING.contains(&from) || from == AssetStatus::Active) {
+        if !(PENDING.contains(&from) || SERVABLE.contains(&from)) {
             return Err(Error::Transition {
                 from: from.as_str().into(),
                 action: "confirm".into(),
@@ -819,6 +1170,7 @@ impl MemoryService {
                     "quarantined".into(),
                     "conflict_pending".into(),
                     "active".into(),
+                    "confirmed".into(),
                 ],
             });
         }
@@ -850,17 +1202,18 @@ impl MemoryService {
                     expect: Some(old.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    audit(p, "memory.supersede", &old.meta.id).reason(format!("confirmed {id}")),
+                    audit(p, "memory.supersede", &old.meta).reason(format!("confirmed {id}")),
                 ));
                 old_ids.push(old.meta.id);
             }
         }
         ops.push(WriteOp::Audit(
-            audit(p, "memory.confirm", id).reason(format!("from {}", from.as_str())),
+            audit(p, "memory.confirm", &rec.meta).reason(format!("from {}", from.as_str())),
         ));
-        let v = self.search.embed_one(&body.index_text())?;
+        let v = self.search.embed_one(&body.embed_text())?;
         self.store.commit(ops)?;
         self.stats.mark_verified(id, Utc::now())?;
+        self.stats.set_review(id, None)?;
         if !old_ids.is_empty() {
             self.search.remove(&old_ids)?;
         }
@@ -872,18 +1225,30 @@ impl MemoryService {
         self.view(&rec)
     }
 
-    /// A reviewer rejects a pending record: it is revoked and never served.
+    /// A reviewer rejects a pending record (revoked, never served), or agrees to retire a
+    /// served one proposed for retirement.
     pub fn reject(&self, p: &Principal, id: &str) -> Result<MemoryView> {
-        Self::require_reviewer(p)?;
         let rec = self.visible(p, id)?;
+        Self::require_reviewer(p, &rec)?;
         let from = rec.meta.status;
-        if !PENDING.contains(&from) {
+        let flagged = SERVABLE.contains(&from)
+            && self
+                .stats
+                .stats(std::slice::from_ref(&rec.meta.id))?
+                .get(id)
+                .is_some_and(|s| s.review.is_some());
+        if !PENDING.contains(&from) && !flagged {
             return Err(Error::Transition {
                 from: from.as_str().into(),
                 action: "reject".into(),
                 allowed: PENDING.iter().map(|s| s.as_str().to_string()).collect(),
             });
         }
+        let action = if flagged {
+            "memory.retire"
+        } else {
+            "memory.reject"
+        };
         self.store.commit(vec![
             WriteOp::SetStatus {
                 id: id.into(),
@@ -891,8 +1256,9 @@ impl MemoryService {
                 status: AssetStatus::Revoked,
                 expect: Some(from),
             },
-            WriteOp::Audit(audit(p, "memory.reject", id).reason(format!("from {}", from.as_str()))),
+            WriteOp::Audit(audit(p, action, &rec.meta).reason(format!("from {}", from.as_str()))),
         ])?;
+        self.stats.set_review(id, None)?;
         self.search.remove(&[id.to_string()])?;
         let rec = self
             .store
@@ -901,10 +1267,11 @@ impl MemoryService {
         self.view(&rec)
     }
 
-    /// Revokes now: no further read, hit or injection; removed from both indexes.
+    /// Revokes now: no further read, hit or injection; removed from both indexes. The writer
+    /// of a record in a scope they may write, or whoever governs its scope.
     pub fn revoke(&self, p: &Principal, id: &str) -> Result<MemoryView> {
         let rec = self.visible(p, id)?;
-        let may = p.has_role(Role::Admin)
+        let may = p.governs(&rec.meta.scope)
             || (p.can_write_into(&rec.meta.scope) && rec.meta.owner == p.user);
         if !may {
             return Err(Error::Forbidden {
@@ -921,7 +1288,7 @@ impl MemoryService {
                     expect: Some(rec.meta.status),
                 },
                 WriteOp::Audit(
-                    audit(p, "memory.revoke", id)
+                    audit(p, "memory.revoke", &rec.meta)
                         .hashes(Some(rec.meta.content_hash.clone()), None)
                         .reason(format!("from {}", rec.meta.status.as_str())),
                 ),
@@ -932,6 +1299,23 @@ impl MemoryService {
             .store
             .get(id)?
             .ok_or_else(|| Error::NotFound(id.into()))?;
-        self.view(&rec)
+        // What was revoked, without its content: nobody reads that any more.
+        Ok(self.view(&rec)?.redacted())
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Readable {
+    Full,
+    Metadata,
+    No,
+}
+
+/// Index work after a commit.
+#[derive(Default)]
+struct IndexWork {
+    remove: Vec<AssetId>,
+    add: Option<(AssetRecord, MemoryBody)>,
+    /// `add` is a new version of a record already in both legs: rewrite its text entry only.
+    sync_text: bool,
 }

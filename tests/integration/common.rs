@@ -73,19 +73,48 @@ impl TestApp {
         }
     }
 
+    /// A key as `registry keys create` makes it. Tests run with full clearance unless they ask
+    /// for less ([`Self::key_with`]), so that what they check is the rule under test.
     pub fn key(&self, tenant: &str, user: &str, roles: &[&str], groups: &[&str]) -> Key {
-        let (rec, secret) = create_key(
-            &self.state.store,
-            &CreateKey {
-                tenant: tenant.into(),
-                user: user.into(),
-                groups: groups.iter().map(|s| s.to_string()).collect(),
-                roles: roles.iter().map(|s| s.to_string()).collect(),
-                json: false,
-            },
-        )
-        .unwrap();
+        self.key_with(tenant, user, roles, |c| {
+            c.groups = groups.iter().map(|s| s.to_string()).collect();
+            c.clearance = Some("secret".into());
+        })
+    }
+
+    /// A key with the options `tweak` sets (projects, clearance, platform, …).
+    pub fn key_with(
+        &self,
+        tenant: &str,
+        user: &str,
+        roles: &[&str],
+        tweak: impl FnOnce(&mut CreateKey),
+    ) -> Key {
+        let mut c = CreateKey {
+            tenant: Some(tenant.into()),
+            user: user.into(),
+            roles: roles.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        tweak(&mut c);
+        let (rec, secret) = create_key(&self.state.store, &c).unwrap();
         Key { secret, id: rec.id }
+    }
+
+    /// A key that belongs to `projects` of its tenant (full clearance).
+    pub fn project_key(&self, tenant: &str, user: &str, roles: &[&str], projects: &[&str]) -> Key {
+        self.key_with(tenant, user, roles, |c| {
+            c.projects = projects.iter().map(|s| s.to_string()).collect();
+            c.clearance = Some("secret".into());
+        })
+    }
+
+    /// A platform key (governs the global scope), tenant `platform`.
+    pub fn platform_key(&self, user: &str, roles: &[&str]) -> Key {
+        self.key_with("platform", user, roles, |c| {
+            c.platform = true;
+            c.clearance = Some("secret".into());
+        })
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -51,7 +51,7 @@ fn pack_ok(app: &TestApp, key: &Key, session: Option<&str>, body: Value) -> Valu
 /// rule) and a released skill; plus another tenant with look-alike content.
 fn seeded() -> (TestApp, Key, Key, Key) {
     let app = TestApp::start();
-    let ann = app.key("acme", "ann", &["writer"], &["finance"]);
+    let ann = app.key("acme", "ann", &["writer", "ingest"], &["finance"]);
     let rev = app.key("acme", "rita", &["reviewer"], &[]);
     let other = app.key("globex", "gus", &["writer"], &[]);
     write_memory(

@@ -31,6 +31,7 @@ fn put(
     );
     meta.content_hash = sha256_hex(text);
     let id = meta.id.clone();
+    let keys = IndexKeys::of(&meta, kind, vec![]);
     let mut ops = vec![WriteOp::PutVersion(Box::new(AssetRecord {
         meta,
         lookup_key: None,
@@ -52,16 +53,7 @@ fn put(
     app.state.store.commit(ops).unwrap();
     app.state
         .search
-        .index_asset(
-            IndexKeys {
-                asset_id: id.clone(),
-                kind,
-                scope_key: Scope::tenant(tenant).key(),
-                acl_keys: vec!["public".into()],
-                tags: vec![],
-            },
-            text.to_string(),
-        )
+        .index_asset(keys, text.to_string())
         .unwrap();
     id
 }
@@ -257,14 +249,12 @@ fn receipts_are_tenant_bound_over_http() {
     let app = TestApp::start();
     let ka = app.key("acme", "ann", &[], &[]);
     let kb = app.key("globex", "bob", &[], &[]);
-    put(
-        &app,
-        "acme",
-        AssetKind::Memory,
-        "ann prefers window seats",
-        &[],
-        Relation::ChunkOf,
-    );
+    let (s, w) = call(app.post(
+        &ka,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "ann prefers window seats"}),
+    ));
+    assert_eq!(s, 200, "{w}");
     let (s, r) = call(app.delete(&ka, "/v1/subjects/ann"));
     assert_eq!(s, 200, "{r}");
     let id = r["id"].as_str().unwrap().to_string();
@@ -357,19 +347,36 @@ fn retention_purges_what_expired_and_keeps_the_rest() {
         &[],
         Relation::ChunkOf,
     );
-    // Give `old` a retention date in the past: a new version, as versions are immutable.
+    let stale = put(
+        &app,
+        "acme",
+        AssetKind::Document,
+        "zqxstale the 2019 travel policy",
+        &[],
+        Relation::ChunkOf,
+    );
+    // Give `old` a retention date in the past, and `stale` a past expiry (no longer served)
+    // but no retention: new versions, as versions are immutable.
     let mut rec = app.state.store.get(&old).unwrap().unwrap();
     rec.meta.version = 2;
-    rec.meta.expires_at = Some(chrono::Utc::now() - chrono::Duration::seconds(5));
+    rec.meta.retain_until = Some(chrono::Utc::now() - chrono::Duration::seconds(5));
+    let mut st = app.state.store.get(&stale).unwrap().unwrap();
+    st.meta.version = 2;
+    st.meta.expires_at = Some(chrono::Utc::now() - chrono::Duration::days(400));
     app.state
         .store
-        .commit(vec![WriteOp::PutVersion(Box::new(rec))])
+        .commit(vec![
+            WriteOp::PutVersion(Box::new(rec)),
+            WriteOp::PutVersion(Box::new(st)),
+        ])
         .unwrap();
     let report = registry_server::jobs::run_job(&app.state, "retention").unwrap();
     assert_eq!(report.outcome, "ok", "{report:?}");
     assert_eq!(report.counts["assets_purged"], 1);
     assert!(app.state.store.get(&old).unwrap().is_none());
     assert!(app.state.store.get(&keep).unwrap().is_some());
+    // Out of date is not out of retention: the stale document stays, only out of answers.
+    assert!(app.state.store.get(&stale).unwrap().is_some());
     app.state.store.checkpoint().unwrap();
     assert!(files_containing(&app.state.config.data_dir, b"zqxexpired").is_empty());
     // Rerunning finds nothing more to do.

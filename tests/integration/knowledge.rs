@@ -37,7 +37,7 @@ fn sources(answer: &Value) -> Vec<String> {
 #[test]
 fn a_group_restricted_document_is_seen_only_inside_the_group_in_both_legs() {
     let app = TestApp::start();
-    let ann = app.key("acme", "ann", &["writer"], &["legal"]);
+    let ann = app.key("acme", "ann", &["writer", "ingest"], &["legal"]);
     let bob = app.key("acme", "bob", &["reader"], &[]);
     let cat = app.key("acme", "cat", &["reader"], &["legal"]);
     let text =
@@ -185,7 +185,7 @@ fn a_new_version_hides_the_old_ones_chunks_and_the_same_content_is_a_no_op() {
 #[test]
 fn an_expired_document_never_returns_and_stale_alone_is_not_enough() {
     let app = TestApp::start();
-    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let ann = app.key("acme", "ann", &["writer", "ingest"], &[]);
     ingest_ok(
         &app,
         &ann,
@@ -236,7 +236,7 @@ fn an_expired_document_never_returns_and_stale_alone_is_not_enough() {
 #[test]
 fn higher_authority_ranks_first_when_sources_disagree() {
     let app = TestApp::start();
-    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let ann = app.key("acme", "ann", &["writer", "ingest"], &[]);
     ingest_ok(
         &app,
         &ann,

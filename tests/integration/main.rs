@@ -9,4 +9,5 @@ mod foundation;
 mod harness;
 mod knowledge;
 mod memory;
+mod security;
 mod skills;

@@ -261,16 +261,10 @@ fn conflicts_never_overwrite_silently() {
     );
     assert_eq!(codes(&v2["reasons"]), vec!["supersedes_record"]);
     let id2 = v2["id"].as_str().unwrap().to_string();
-    let (s, d) = call(app.get(&ann, &format!("/v1/memories/{id1}")));
-    assert_eq!(s, 200);
-    assert_eq!(d["memory"]["status"], "superseded");
-    assert!(
-        d["related"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r["id"] == id2.as_str())
-    );
+    // A superseded record is no longer served: even its owner gets 404.
+    assert_eq!(call(app.get(&ann, &format!("/v1/memories/{id1}"))).0, 404);
+    let status_of = |id: &str| app.state.store.get(id).unwrap().unwrap().meta.status;
+    assert_eq!(status_of(&id1), AssetStatus::Superseded);
     // Lower trust cannot supersede: conflict_pending, the active record stays.
     let v3 = write_ok(&app, &ann, fact("Berlin", "tool_result"));
     assert_eq!(
@@ -316,17 +310,20 @@ fn conflicts_never_overwrite_silently() {
     let (s, c) = call(app.post(&ann, &format!("/v1/memories/{id5}/confirm"), &json!({})));
     assert_eq!((s, c["status"].as_str()), (200, Some("confirmed")), "{c}");
     assert!(c["stats"]["last_verified"].is_string());
-    let (_, d4) = call(app.get(&ann, &format!("/v1/memories/{id4}")));
-    assert_eq!(d4["memory"]["status"], "superseded");
+    assert_eq!(status_of(&id4), AssetStatus::Superseded);
     assert_error(
         call(app.post(&ann, &format!("/v1/memories/{id3}/confirm"), &json!({}))),
         409,
         "INVALID_TRANSITION",
     );
-    // Every version stays readable; only the confirmed one is served.
+    // Every record stays on file; only the confirmed one is served, and nobody reads the
+    // content of the rest by id.
     let (_, d) = call(app.get(&ann, &format!("/v1/memories/{id5}")));
     assert_eq!(d["versions"].as_array().unwrap().len(), 1);
-    assert_eq!(d["related"].as_array().unwrap().len(), 4);
+    assert_eq!(d["related"].as_array().unwrap().len(), 0);
+    for id in [&id1, &id2, &id3, &id4] {
+        assert!(app.state.store.get(id).unwrap().is_some());
+    }
     let hits = search(&app, &ann, "Ann's home city");
     assert_eq!(hits, vec![id5.clone()], "only the confirmed fact is served");
 }
@@ -442,9 +439,8 @@ fn quarantined_rejected_and_revoked_content_never_comes_back() {
     let p = Principal::new("acme", "ann");
     let f = VisibilityFilter::for_principal(&p, &[AssetKind::Memory]);
     assert!(app.state.text.search("walrus", &f, 10).unwrap().is_empty());
-    // Still readable by its owner, with its status.
-    let (_, d) = call(app.get(&ann, &format!("/v1/memories/{id}")));
-    assert_eq!(d["memory"]["status"], "revoked");
+    // Not even by id: a revoked record answers 404 to its owner.
+    assert_eq!(call(app.get(&ann, &format!("/v1/memories/{id}"))).0, 404);
 }
 
 #[test]
@@ -665,7 +661,8 @@ fn consolidation_merges_duplicates_once_and_reruns_change_nothing() {
 #[test]
 fn decay_applies_class_policies_idempotently() {
     let app = TestApp::start();
-    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let ann = app.key("acme", "ann", &["writer", "reviewer"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
     let svc = registry_server::jobs::memory_service(&app.state);
     let mut p = principal("acme", "ann");
     let long_ago = chrono::Utc::now() - chrono::Duration::days(400);
@@ -692,20 +689,19 @@ fn decay_applies_class_policies_idempotently() {
             None,
         )
         .unwrap();
-    let proc_ = svc
-        .write(
-            &p,
-            &req("procedural", "Restart the print spooler to clear jams"),
-            None,
-        )
-        .unwrap();
+    let mut shared = req("procedural", "Restart the print spooler to clear jams");
+    shared.scope = Some(registry_memory::record::ScopeSpec::Level(
+        registry_memory::record::LevelName::Tenant,
+    ));
+    let proc_ = svc.write(&p, &shared, None).unwrap();
     p.session = Some("s9".into());
     let mut w = req("working", "Printer ticket draft is half written");
     w.ttl_secs = Some(0);
     let working = svc.write(&p, &w, None).unwrap();
-    for _ in 0..2 {
+    // Two principals, one vote each (a second vote of the same one replaces the first).
+    for voter in [&ann, &ann, &bob] {
         let (s, _) = call(app.post(
-            &ann,
+            voter,
             &format!("/v1/memories/{}/feedback", proc_.id),
             &json!({"outcome": "harmful"}),
         ));
@@ -719,7 +715,7 @@ fn decay_applies_class_policies_idempotently() {
         (
             r1.counts["expired"].as_u64(),
             r1.counts["to_review"].as_u64(),
-            r1.counts["retired"].as_u64()
+            r1.counts["retire_proposed"].as_u64()
         ),
         (Some(1), Some(1), Some(1)),
         "{}",
@@ -727,7 +723,8 @@ fn decay_applies_class_policies_idempotently() {
     );
     assert_eq!(status(&working.id), AssetStatus::Expired);
     assert_eq!(status(&old_episode.id), AssetStatus::Candidate);
-    assert_eq!(status(&proc_.id), AssetStatus::Candidate);
+    // Proposed for retirement, still served until a reviewer decides.
+    assert_eq!(status(&proc_.id), AssetStatus::Active);
     assert_eq!(
         status(&fact.id),
         AssetStatus::Active,
@@ -739,7 +736,7 @@ fn decay_applies_class_policies_idempotently() {
         (
             r2.counts["expired"].as_u64(),
             r2.counts["to_review"].as_u64(),
-            r2.counts["retired"].as_u64(),
+            r2.counts["retire_proposed"].as_u64(),
             r2.counts["weights_changed"].as_u64()
         ),
         (Some(0), Some(0), Some(0), Some(0)),
@@ -1096,9 +1093,8 @@ fn consolidation_settles_the_conflicts_the_rules_decide_and_leaves_the_rest() {
     assert_eq!(nice_user["decision"], "superseded");
     assert_eq!(nice_user["replaced"], lyon_id.as_str());
     let status = |id: &Value| {
-        let (s, d) = call(app.get(&ann, &format!("/v1/memories/{}", id.as_str().unwrap())));
-        assert_eq!(s, 200, "{d}");
-        d["memory"]["status"].as_str().unwrap().to_string()
+        let rec = app.state.store.get(id.as_str().unwrap()).unwrap().unwrap();
+        rec.meta.status.as_str().to_string()
     };
     let run = || {
         let r = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();

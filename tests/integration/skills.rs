@@ -49,7 +49,12 @@ pub(crate) fn pack(dir: &Path) -> (Vec<u8>, String) {
     (p.bytes, p.digest.to_string())
 }
 
-fn publish(app: &TestApp, key: &Key, bytes: &[u8], version: Option<&str>) -> (u16, Value) {
+pub(crate) fn publish(
+    app: &TestApp,
+    key: &Key,
+    bytes: &[u8],
+    version: Option<&str>,
+) -> (u16, Value) {
     let path = match version {
         Some(v) => format!("/v1/skills?version={v}"),
         None => "/v1/skills".into(),
@@ -63,11 +68,11 @@ fn publish(app: &TestApp, key: &Key, bytes: &[u8], version: Option<&str>) -> (u1
     )
 }
 
-fn vpath(name: &str, version: &str, tail: &str) -> String {
+pub(crate) fn vpath(name: &str, version: &str, tail: &str) -> String {
     format!("/v1/skills/{name}/versions/{version}/{tail}")
 }
 
-fn pass_all(view: &Value) -> Value {
+pub(crate) fn pass_all(view: &Value) -> Value {
     let tests = view["manifest"]["tests"]
         .as_array()
         .cloned()
@@ -636,7 +641,7 @@ fn walk_files(dir: &Path) -> usize {
 }
 
 #[test]
-fn skills_are_tenant_isolated_and_global_skills_need_an_admin() {
+fn skills_are_tenant_isolated_and_global_skills_need_a_platform_admin() {
     let app = TestApp::start();
     let tmp = tempfile::tempdir().unwrap();
     let ann = app.key("acme", "ann", &["writer"], &[]);
@@ -680,8 +685,10 @@ fn skills_are_tenant_isolated_and_global_skills_need_an_admin() {
     );
     let (gbytes, _) = pack(&gdir);
     assert_error(publish(&app, &ann, &gbytes, None), 403, "FORBIDDEN");
-    let root = app.key("platform", "root", &["admin"], &[]);
-    let root2 = app.key("platform", "rev", &["reviewer", "admin"], &[]);
+    // Not even a tenant's admin: the global scope is the platform's.
+    assert_error(publish(&app, &bob, &gbytes, None), 403, "FORBIDDEN");
+    let root = app.platform_key("root", &["admin"]);
+    let root2 = app.platform_key("rev", &["reviewer", "admin"]);
     let v = release(&app, &root, &root2, &gbytes, None);
     assert_eq!(v["scope"], "global");
     let names: Vec<Value> = discover(&app, &ann, "invoices")

@@ -105,6 +105,28 @@ pub enum Sensitivity {
     Secret,
 }
 
+impl Sensitivity {
+    pub const ALL: [Sensitivity; 4] = [
+        Sensitivity::Public,
+        Sensitivity::Internal,
+        Sensitivity::Confidential,
+        Sensitivity::Secret,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sensitivity::Public => "public",
+            Sensitivity::Internal => "internal",
+            Sensitivity::Confidential => "confidential",
+            Sensitivity::Secret => "secret",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
 /// Lifecycle status. Content is immutable per version; status is governance state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -183,11 +205,21 @@ pub struct AssetMeta {
     pub updated_at: DateTime<Utc>,
     pub valid_from: Option<DateTime<Utc>>,
     pub valid_to: Option<DateTime<Utc>>,
+    /// Until when the asset may be served (knowledge: its expiry; working memory: its TTL).
+    /// Past it the asset is out of answers; it is not deleted for that.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Retention: after this time the retention job purges the asset. Independent of
+    /// `expires_at`: a document no longer current is kept, out of answers, until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_until: Option<DateTime<Utc>>,
     pub content_hash: String,
     pub status: AssetStatus,
     #[serde(default)]
     pub parents: Vec<AssetId>,
+    /// Purposes the asset may be served for; empty: any. A request names its purpose in
+    /// `X-Purpose`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub purposes: Vec<String>,
 }
 
 impl AssetMeta {
@@ -214,9 +246,11 @@ impl AssetMeta {
             valid_from: None,
             valid_to: None,
             expires_at: None,
+            retain_until: None,
             content_hash: String::new(),
             status: AssetStatus::Active,
             parents: vec![],
+            purposes: vec![],
         }
     }
 
@@ -230,6 +264,7 @@ impl AssetMeta {
         if self.owner.is_empty() {
             return Err(CoreError::validation("owner is empty"));
         }
+        validate_purposes(&self.purposes)?;
         Ok(())
     }
 
@@ -241,6 +276,28 @@ impl AssetMeta {
     pub fn is_expired_at(&self, t: DateTime<Utc>) -> bool {
         self.expires_at.is_some_and(|e| e <= t)
     }
+}
+
+/// Most purposes one asset may name.
+pub const MAX_PURPOSES: usize = 16;
+
+/// Purposes are short names (`support`, `hr`, `billing`): 1-64 chars of `[a-z0-9_.-]`, at most
+/// [`MAX_PURPOSES`].
+pub fn validate_purposes(purposes: &[String]) -> CoreResult<()> {
+    let ok = |p: &String| {
+        !p.is_empty()
+            && p.len() <= 64
+            && p.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
+            })
+    };
+    if purposes.len() > MAX_PURPOSES || !purposes.iter().all(ok) {
+        return Err(CoreError::validation_with(
+            format!("purposes: at most {MAX_PURPOSES} names of 1-64 chars of [a-z0-9_.-]"),
+            serde_json::json!({ "field": "purposes", "reason": "invalid" }),
+        ));
+    }
+    Ok(())
 }
 
 /// A stored version: metadata plus the kind-specific body (JSON) and an optional lookup key

@@ -3,11 +3,56 @@
 //! Each event's hash covers its fields and the previous event's hash, so editing, deleting or
 //! reordering any row breaks the chain at that row. Events carry ids and content hashes only,
 //! never content, so that erasure leaves nothing behind here that the law does not require.
+//!
+//! The chain is **keyed**: an event's hash is an HMAC-SHA256 under an [`AuditKey`] kept outside
+//! the database, so someone who can write the database but not read the key cannot rewrite an
+//! event and recompute the chain after it. Events written before a store had a key are plain
+//! sha256 (`keyed: false`); once a keyed event appears, an unkeyed one after it is a break.
+//! Signed [`Checkpoint`]s of the head (sequence number, hash) anchor the chain's length, so
+//! deleting the newest events is detected too, back to the last checkpoint.
 
 use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
+use sha2::Sha256;
 
 use crate::hash::sha256_fields;
+
+/// The secret that keys the audit chain and signs its checkpoints.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuditKey([u8; 32]);
+
+impl std::fmt::Debug for AuditKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditKey(..)")
+    }
+}
+
+impl AuditKey {
+    pub fn from_bytes(b: [u8; 32]) -> Self {
+        AuditKey(b)
+    }
+
+    /// Parses 64 hex characters (surrounding whitespace ignored).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        let v = hex::decode(s.trim()).ok()?;
+        Some(AuditKey(v.try_into().ok()?))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// HMAC-SHA256 over length-prefixed fields (as [`sha256_fields`]), lower-case hex.
+    pub fn mac_fields<'a>(&self, fields: impl IntoIterator<Item = &'a [u8]>) -> String {
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("any key length");
+        for f in fields {
+            m.update(&(f.len() as u64).to_le_bytes());
+            m.update(f);
+        }
+        hex::encode(m.finalize().into_bytes())
+    }
+}
 
 /// The hash that precedes the first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -42,6 +87,13 @@ impl AuditDraft {
         self
     }
 
+    /// Files the event under the tenant of the scope it concerns: `None` for the global scope,
+    /// whose events every tenant's audit shows.
+    pub fn in_scope(mut self, s: &crate::scope::Scope) -> Self {
+        self.tenant = s.tenant.clone();
+        self
+    }
+
     pub fn asset(mut self, id: impl Into<String>) -> Self {
         self.asset_id = Some(id.into());
         self
@@ -67,22 +119,38 @@ pub struct AuditEvent {
     pub draft: AuditDraft,
     pub prev_hash: String,
     pub hash: String,
+    /// Whether `hash` is an HMAC under the store's audit key (else a plain sha256).
+    #[serde(default)]
+    pub keyed: bool,
 }
 
 impl AuditEvent {
-    /// Seals a draft as the event after `prev_hash`.
-    pub fn seal(seq: u64, at: DateTime<Utc>, draft: AuditDraft, prev_hash: String) -> Self {
-        let hash = Self::compute_hash(seq, &at, &draft, &prev_hash);
+    /// Seals a draft as the event after `prev_hash`, keyed when a key is given.
+    pub fn seal(
+        seq: u64,
+        at: DateTime<Utc>,
+        draft: AuditDraft,
+        prev_hash: String,
+        key: Option<&AuditKey>,
+    ) -> Self {
+        let hash = Self::compute_hash(seq, &at, &draft, &prev_hash, key);
         AuditEvent {
             seq,
             at,
             draft,
             prev_hash,
             hash,
+            keyed: key.is_some(),
         }
     }
 
-    pub fn compute_hash(seq: u64, at: &DateTime<Utc>, d: &AuditDraft, prev: &str) -> String {
+    pub fn compute_hash(
+        seq: u64,
+        at: &DateTime<Utc>,
+        d: &AuditDraft,
+        prev: &str,
+        key: Option<&AuditKey>,
+    ) -> String {
         let seq_s = seq.to_string();
         let at_s = at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let opt = |o: &Option<String>| o.clone().unwrap_or_default();
@@ -98,7 +166,47 @@ impl AuditEvent {
             opt(&d.reason),
             prev.to_string(),
         ];
-        sha256_fields(fields.iter().map(|s| s.as_bytes()))
+        let bytes = fields.iter().map(|s| s.as_bytes());
+        match key {
+            Some(k) => k.mac_fields(bytes),
+            None => sha256_fields(bytes),
+        }
+    }
+}
+
+/// A signed statement of the chain's head: `count` events, the last one `seq` with `hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub hash: String,
+    pub at: DateTime<Utc>,
+    pub mac: String,
+}
+
+impl Checkpoint {
+    fn fields(seq: u64, hash: &str, at: &DateTime<Utc>) -> [String; 4] {
+        [
+            "audit-checkpoint-v1".to_string(),
+            seq.to_string(),
+            hash.to_string(),
+            at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        ]
+    }
+
+    pub fn sign(key: &AuditKey, seq: u64, hash: &str, at: DateTime<Utc>) -> Checkpoint {
+        let f = Self::fields(seq, hash, &at);
+        Checkpoint {
+            seq,
+            hash: hash.to_string(),
+            at,
+            mac: key.mac_fields(f.iter().map(|s| s.as_bytes())),
+        }
+    }
+
+    /// Whether the signature is the key's.
+    pub fn is_signed_by(&self, key: &AuditKey) -> bool {
+        let f = Self::fields(self.seq, &self.hash, &self.at);
+        key.mac_fields(f.iter().map(|s| s.as_bytes())) == self.mac
     }
 }
 
@@ -115,19 +223,28 @@ pub struct ChainVerifier {
     prev: String,
     expected_seq: u64,
     count: u64,
+    key: Option<AuditKey>,
+    keyed_seen: bool,
 }
 
 impl Default for ChainVerifier {
     fn default() -> Self {
-        ChainVerifier {
-            prev: GENESIS_HASH.to_string(),
-            expected_seq: 1,
-            count: 0,
-        }
+        Self::new(None)
     }
 }
 
 impl ChainVerifier {
+    /// A verifier for a chain keyed with `key` (`None`: only unkeyed events verify).
+    pub fn new(key: Option<AuditKey>) -> Self {
+        ChainVerifier {
+            prev: GENESIS_HASH.to_string(),
+            expected_seq: 1,
+            count: 0,
+            key,
+            keyed_seen: false,
+        }
+    }
+
     pub fn push(&mut self, e: &AuditEvent) -> Result<(), ChainBreak> {
         let fail = |reason: String| Err(ChainBreak { seq: e.seq, reason });
         if e.seq != self.expected_seq {
@@ -139,9 +256,18 @@ impl ChainVerifier {
         if e.prev_hash != self.prev {
             return fail("prev_hash does not match the previous event's hash".into());
         }
-        if AuditEvent::compute_hash(e.seq, &e.at, &e.draft, &e.prev_hash) != e.hash {
+        let key = match (e.keyed, &self.key) {
+            (true, Some(k)) => Some(k),
+            (true, None) => return fail("a keyed event, and no audit key to check it".into()),
+            (false, _) if self.keyed_seen => {
+                return fail("an unkeyed event after keyed ones".into());
+            }
+            (false, _) => None,
+        };
+        if AuditEvent::compute_hash(e.seq, &e.at, &e.draft, &e.prev_hash, key) != e.hash {
             return fail("stored hash does not match the event's content".into());
         }
+        self.keyed_seen |= e.keyed;
         self.prev = e.hash.clone();
         self.expected_seq += 1;
         self.count += 1;
@@ -152,22 +278,124 @@ impl ChainVerifier {
     pub fn count(&self) -> u64 {
         self.count
     }
+
+    /// The hash of the last event verified (the genesis hash before any).
+    pub fn head(&self) -> &str {
+        &self.prev
+    }
 }
 
 /// Walks events in sequence order and reports the first broken link.
-pub fn verify_chain<I: IntoIterator<Item = AuditEvent>>(events: I) -> Result<u64, ChainBreak> {
-    let mut v = ChainVerifier::default();
+pub fn verify_chain<I: IntoIterator<Item = AuditEvent>>(
+    events: I,
+    key: Option<&AuditKey>,
+) -> Result<u64, ChainBreak> {
+    let mut v = ChainVerifier::new(key.cloned());
     for e in events {
         v.push(&e)?;
     }
     Ok(v.count())
 }
 
+/// What a verification of a stored log found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verification {
+    pub ok: bool,
+    /// Events verified (for a tenant's view: that tenant's events and the global ones).
+    pub events: u64,
+    /// The first broken event, if any (in a tenant's view: only when it is one of its own).
+    pub broken_at: Option<u64>,
+    pub reason: Option<String>,
+    /// Signed checkpoints checked against the chain.
+    pub checkpoints: u64,
+}
+
+/// Walks the whole stored chain page by page with `key`, checks every stored checkpoint and
+/// the one kept outside the database (`anchor`, the newest the operator has) against it, and
+/// reports the first break. With `tenant`, counts and names only that tenant's events (and
+/// the global ones): one tenant learns nothing of another's activity from a verification.
+pub fn verify_store(
+    store: &dyn crate::store::AssetStore,
+    key: Option<&AuditKey>,
+    anchor: Option<&Checkpoint>,
+    tenant: Option<&str>,
+) -> crate::error::CoreResult<Verification> {
+    let mut checkpoints = store.audit_checkpoints()?;
+    checkpoints.extend(anchor.cloned());
+    let mut pending: std::collections::BTreeMap<u64, Vec<Checkpoint>> = Default::default();
+    for cp in checkpoints {
+        pending.entry(cp.seq).or_default().push(cp);
+    }
+    let checked = pending.values().map(|v| v.len() as u64).sum();
+    let mut v = ChainVerifier::new(key.cloned());
+    let mut own = 0u64;
+    let mine =
+        |e: &AuditEvent| tenant.is_none_or(|t| e.draft.tenant.as_deref().is_none_or(|x| x == t));
+    let broken = |seq: u64, reason: String, own: u64, mine_at: bool| Verification {
+        ok: false,
+        events: own,
+        broken_at: (tenant.is_none() || mine_at).then_some(seq),
+        reason: Some(if tenant.is_none() || mine_at {
+            reason
+        } else {
+            "the chain is broken at an event outside this tenant; the operator can locate it".into()
+        }),
+        checkpoints: checked,
+    };
+    let mut after = 0;
+    loop {
+        let page = store.audit_events(after, 5000)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for e in &page {
+            if let Err(b) = v.push(e) {
+                return Ok(broken(b.seq, b.reason, own, mine(e)));
+            }
+            if mine(e) {
+                own += 1;
+            }
+            if let Some(cps) = pending.remove(&e.seq) {
+                for cp in cps {
+                    let signed = key.is_some_and(|k| cp.is_signed_by(k));
+                    if !signed || cp.hash != e.hash {
+                        let why = if signed {
+                            "a signed checkpoint does not match the event at its position"
+                        } else {
+                            "a checkpoint is not signed by the audit key"
+                        };
+                        return Ok(broken(e.seq, why.into(), own, mine(e)));
+                    }
+                }
+            }
+        }
+    }
+    // A checkpoint past the end: events it covered were deleted.
+    if let Some((&seq, _)) = pending.iter().next() {
+        let first_missing = v.count() + 1;
+        return Ok(broken(
+            first_missing,
+            format!(
+                "a signed checkpoint covers {seq} events but the log ends at {}: events were deleted",
+                v.count()
+            ),
+            own,
+            tenant.is_none(),
+        ));
+    }
+    Ok(Verification {
+        ok: true,
+        events: own,
+        broken_at: None,
+        reason: None,
+        checkpoints: checked,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn chain(n: u64) -> Vec<AuditEvent> {
+    fn chain(n: u64, key: Option<&AuditKey>) -> Vec<AuditEvent> {
         let mut prev = GENESIS_HASH.to_string();
         (1..=n)
             .map(|i| {
@@ -176,6 +404,7 @@ mod tests {
                     Utc::now(),
                     AuditDraft::new("ann", "memory.write").asset(format!("a{i}")),
                     prev.clone(),
+                    key,
                 );
                 prev = e.hash.clone();
                 e
@@ -185,13 +414,42 @@ mod tests {
 
     #[test]
     fn intact_chain_verifies_and_edits_are_named() {
-        let c = chain(5);
-        assert_eq!(verify_chain(c.clone()), Ok(5));
+        let c = chain(5, None);
+        assert_eq!(verify_chain(c.clone(), None), Ok(5));
         let mut edited = c.clone();
         edited[2].draft.reason = Some("changed".into());
-        assert_eq!(verify_chain(edited).unwrap_err().seq, 3);
+        assert_eq!(verify_chain(edited, None).unwrap_err().seq, 3);
         let mut dropped = c;
         dropped.remove(1);
-        assert_eq!(verify_chain(dropped).unwrap_err().seq, 3);
+        assert_eq!(verify_chain(dropped, None).unwrap_err().seq, 3);
+    }
+
+    #[test]
+    fn a_keyed_chain_rewritten_without_the_key_breaks_at_the_rewrite() {
+        let key = AuditKey::from_bytes([7; 32]);
+        let c = chain(5, Some(&key));
+        assert_eq!(verify_chain(c.clone(), Some(&key)), Ok(5));
+        // The forger edits event 3 and recomputes every hash from there, without the key.
+        let mut forged = c.clone();
+        forged[2].draft.reason = Some("changed".into());
+        for i in 2..forged.len() {
+            let prev = forged[i - 1].hash.clone();
+            let e = &forged[i];
+            let h = AuditEvent::compute_hash(e.seq, &e.at, &e.draft, &prev, None);
+            forged[i].prev_hash = prev;
+            forged[i].hash = h;
+        }
+        assert_eq!(verify_chain(forged.clone(), Some(&key)).unwrap_err().seq, 3);
+        // ... and marking them unkeyed after keyed ones is a break too.
+        for e in &mut forged[2..] {
+            e.keyed = false;
+        }
+        assert_eq!(verify_chain(forged, Some(&key)).unwrap_err().seq, 3);
+        let cp = Checkpoint::sign(&key, 5, &c[4].hash, Utc::now());
+        assert!(cp.is_signed_by(&key));
+        assert!(!cp.is_signed_by(&AuditKey::from_bytes([8; 32])));
+        let mut moved = cp;
+        moved.seq = 4;
+        assert!(!moved.is_signed_by(&key));
     }
 }

@@ -115,6 +115,19 @@ pub struct Receipt {
     /// resumed run adds to them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stage_ms: BTreeMap<String, u64>,
+    /// Assets kept and given a new owner instead (a subject erasure re-owns what the subject
+    /// shared with others to the tenant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reowned: Vec<AssetId>,
+}
+
+/// The reason a deletion gives is the caller's text: receipts keep it, audit events only its
+/// hash (they outlive every erasure).
+fn audit_reason(r: &Receipt) -> String {
+    format!(
+        "reason sha256:{}",
+        &crate::hash::sha256_hex(&r.reason)[..16]
+    )
 }
 
 /// Runs `f` and adds its wall time to `stage` in `r`.
@@ -148,11 +161,17 @@ pub trait Regenerator: Send + Sync {
     ) -> CoreResult<Option<AssetId>>;
 }
 
-/// Blob digests an asset holds (skill archives, large bodies): by convention the string or
-/// string array at `body.blob_digests` / `body.archive_sha256`.
+/// Blob keys an asset holds (skill archives, large bodies): by convention the string or
+/// string array at `body.blob_digests`, and the archive's blob: `body.archive_blob` (a key
+/// private to the asset's tenant), else `body.archive_sha256` (stores older than those keys).
 fn blob_digests(rec: &AssetRecord) -> Vec<String> {
     let mut out = vec![];
-    if let Some(s) = rec.body.get("archive_sha256").and_then(|v| v.as_str()) {
+    if let Some(s) = rec
+        .body
+        .get("archive_blob")
+        .or_else(|| rec.body.get("archive_sha256"))
+        .and_then(|v| v.as_str())
+    {
         out.push(s.to_string());
     }
     if let Some(a) = rec.body.get("blob_digests").and_then(|v| v.as_array()) {
@@ -208,6 +227,7 @@ impl DeletionEngine<'_> {
             updated_at: now,
             finished_at: None,
             stage_ms,
+            reowned: vec![],
         };
         let mut stage_ms = std::mem::take(&mut receipt.stage_ms);
         timed(&mut stage_ms, "revoke", || self.revoke(&mut receipt))?;
@@ -294,7 +314,7 @@ impl DeletionEngine<'_> {
             asset_id: Some(r.id.clone()),
             before_hash: None,
             after_hash: None,
-            reason: Some(format!("{} ({} assets)", r.reason, r.assets.len())),
+            reason: Some(format!("{} ({} assets)", audit_reason(r), r.assets.len())),
         }));
         self.store.commit(ops)?;
         for a in &mut r.assets {
@@ -364,7 +384,7 @@ impl DeletionEngine<'_> {
                         asset_id: Some(r.id.clone()),
                         before_hash: None,
                         after_hash: None,
-                        reason: Some(r.reason.clone()),
+                        reason: Some(audit_reason(r)),
                     },
                 )?;
                 for a in &r.assets {

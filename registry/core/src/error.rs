@@ -25,6 +25,9 @@ pub enum ErrorCode {
     ModelUnavailable,
     ConfigInvalid,
     Internal,
+    MethodNotAllowed,
+    RequestTimeout,
+    TooManyRequests,
 }
 
 impl ErrorCode {
@@ -45,6 +48,9 @@ impl ErrorCode {
         (ErrorCode::ModelUnavailable, 503),
         (ErrorCode::ConfigInvalid, 500),
         (ErrorCode::Internal, 500),
+        (ErrorCode::MethodNotAllowed, 405),
+        (ErrorCode::RequestTimeout, 408),
+        (ErrorCode::TooManyRequests, 429),
     ];
 
     pub fn http_status(self) -> u16 {
@@ -72,6 +78,9 @@ impl ErrorCode {
             ErrorCode::ModelUnavailable => "MODEL_UNAVAILABLE",
             ErrorCode::ConfigInvalid => "CONFIG_INVALID",
             ErrorCode::Internal => "INTERNAL",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
         }
     }
 }
@@ -102,6 +111,9 @@ pub enum CoreError {
         action: String,
         allowed: Vec<String>,
     },
+    /// The request's deadline passed before the work committed anything; nothing was written.
+    #[error("the request's time limit passed before anything was committed")]
+    DeadlineExceeded,
     #[error("{store} backend error: {message}")]
     Backend {
         store: &'static str,
@@ -140,6 +152,7 @@ impl CoreError {
             CoreError::Validation { .. } => ErrorCode::ValidationFailed,
             CoreError::Conflict(_) => ErrorCode::Conflict,
             CoreError::InvalidTransition { .. } => ErrorCode::InvalidTransition,
+            CoreError::DeadlineExceeded => ErrorCode::RequestTimeout,
             CoreError::Backend { .. } => ErrorCode::Internal,
         }
     }

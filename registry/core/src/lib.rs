@@ -3,10 +3,12 @@
 pub mod acl;
 pub mod asset;
 pub mod audit;
+pub mod deadline;
 pub mod deletion;
 pub mod derivation;
 pub mod error;
 pub mod hash;
+pub mod locks;
 pub mod principal;
 pub mod retrieval;
 pub mod scope;

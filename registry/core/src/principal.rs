@@ -1,8 +1,13 @@
 //! The principal: who is asking, on whose behalf, for what.
+//!
+//! Everything that bounds a principal comes from its API key (tenant, user, groups, roles,
+//! projects, clearance, platform): request headers can only narrow its position inside those
+//! bounds (a project it belongs to, a session, a task, a purpose), never widen them.
 
 use serde::{Deserialize, Serialize};
 
 use crate::acl::Acl;
+use crate::asset::{AssetMeta, Sensitivity, Trust};
 use crate::scope::Scope;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -12,27 +17,43 @@ pub enum Role {
     Writer,
     Reader,
     Reviewer,
+    /// An ingest pipeline: its writes of documents and imports earn verified-fact trust.
+    Ingest,
+    /// May vote on whether a memory helped (without being a writer).
+    Feedback,
 }
 
 impl Role {
+    pub const ALL: [Role; 6] = [
+        Role::Admin,
+        Role::Writer,
+        Role::Reader,
+        Role::Reviewer,
+        Role::Ingest,
+        Role::Feedback,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Writer => "writer",
             Role::Reader => "reader",
             Role::Reviewer => "reviewer",
+            Role::Ingest => "ingest",
+            Role::Feedback => "feedback",
         }
     }
 
     pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "admin" => Some(Role::Admin),
-            "writer" => Some(Role::Writer),
-            "reader" => Some(Role::Reader),
-            "reviewer" => Some(Role::Reviewer),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
     }
+}
+
+/// The project membership that stands for every project of the tenant.
+pub const ALL_PROJECTS: &str = "*";
+
+fn default_clearance() -> Sensitivity {
+    Sensitivity::Secret
 }
 
 /// An authenticated caller. The tenant and user come from the API key and cannot be chosen by
@@ -45,6 +66,17 @@ pub struct Principal {
     pub groups: Vec<String>,
     #[serde(default)]
     pub roles: Vec<Role>,
+    /// A platform principal, issued by the operator's CLI and never by a tenant: the only kind
+    /// that writes, moves, reviews or deletes anything in the global scope every tenant reads.
+    #[serde(default)]
+    pub platform: bool,
+    /// Projects of the tenant the key belongs to ([`ALL_PROJECTS`] for every one). A key
+    /// without projects has tenant-level access only.
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// The most sensitive data the key reads (its user's own user-scope memories excepted).
+    #[serde(default = "default_clearance")]
+    pub clearance: Sensitivity,
     #[serde(default)]
     pub purpose: Option<String>,
     #[serde(default)]
@@ -62,6 +94,9 @@ impl Principal {
             user: user.into(),
             groups: vec![],
             roles: vec![Role::Writer],
+            platform: false,
+            projects: vec![],
+            clearance: default_clearance(),
             purpose: None,
             project: None,
             session: None,
@@ -69,12 +104,24 @@ impl Principal {
         }
     }
 
+    /// Whether the principal holds `role`; admins hold every role of their tenant.
     pub fn has_role(&self, role: Role) -> bool {
         self.roles.contains(&role) || self.roles.contains(&Role::Admin)
     }
 
+    pub fn is_admin(&self) -> bool {
+        self.roles.contains(&Role::Admin)
+    }
+
     pub fn can_write(&self) -> bool {
         self.has_role(Role::Writer)
+    }
+
+    /// Whether the key belongs to `project`.
+    pub fn member_of(&self, project: &str) -> bool {
+        self.projects
+            .iter()
+            .any(|p| p == project || p == ALL_PROJECTS)
     }
 
     /// The principal's own position: tenant / project / user / session / task.
@@ -88,9 +135,32 @@ impl Principal {
         }
     }
 
-    /// Scope keys the principal can see: its own scope and every ancestor.
+    /// Scope keys the principal can see: its own scope and every ancestor. The project on
+    /// the path is one the key belongs to (checked when the request's headers are read).
     pub fn visible_scope_keys(&self) -> Vec<String> {
         self.scope().path_keys()
+    }
+
+    /// Scope keys at or below the principal's own user level: what is the user's own, read
+    /// whatever its sensitivity.
+    pub fn own_scope_keys(&self) -> Vec<String> {
+        let me = self.scope();
+        let mut cur = Scope {
+            tenant: me.tenant.clone(),
+            project: me.project.clone(),
+            user: me.user.clone(),
+            ..Default::default()
+        };
+        let mut keys = vec![cur.key()];
+        if me.session.is_some() {
+            cur.session = me.session.clone();
+            keys.push(cur.key());
+        }
+        if me.task.is_some() {
+            cur.task = me.task.clone();
+            keys.push(cur.key());
+        }
+        keys
     }
 
     /// ACL keys that name this principal.
@@ -101,23 +171,92 @@ impl Principal {
         keys
     }
 
-    /// The visibility rule: the asset's scope is on the principal's path and its ACL admits it.
-    pub fn can_see(&self, scope: &Scope, acl: &Acl) -> bool {
+    /// The part of the visibility rule that needs no sensitivity or purpose: the scope is on
+    /// the principal's path and the ACL admits it.
+    pub fn can_see_scope(&self, scope: &Scope, acl: &Acl) -> bool {
         self.visible_scope_keys().contains(&scope.key()) && acl.admits(&self.acl_keys())
     }
 
-    /// A principal may write into any scope of its own tenant that is not another user's
-    /// (admins may), and never into another tenant; the global scope is for admins only.
+    /// Whether a sensitivity level is within the principal's clearance for an asset in
+    /// `scope` (the user's own scopes are always readable to the user).
+    pub fn cleared_for(&self, scope: &Scope, sensitivity: Sensitivity) -> bool {
+        sensitivity <= self.clearance || self.own_scope_keys().contains(&scope.key())
+    }
+
+    /// Whether the request's purpose admits an asset restricted to `purposes` (none: any).
+    pub fn purpose_admits(&self, purposes: &[String]) -> bool {
+        purposes.is_empty()
+            || self
+                .purpose
+                .as_ref()
+                .is_some_and(|p| purposes.iter().any(|x| x == p))
+    }
+
+    /// The visibility rule (DESIGN §2): the asset's scope is on the principal's path, its ACL
+    /// admits the principal, its sensitivity is within the principal's clearance, and where it
+    /// names allowed purposes, the request's purpose is one of them.
+    pub fn can_see(&self, m: &AssetMeta) -> bool {
+        self.can_see_scope(&m.scope, &m.acl)
+            && self.cleared_for(&m.scope, m.sensitivity)
+            && self.purpose_admits(&m.purposes)
+    }
+
+    /// A principal may write into its own tenant (and only into projects it belongs to), not
+    /// into another user's scope unless it is an admin, never into another tenant; the global
+    /// scope is written by platform principals only.
     pub fn can_write_into(&self, scope: &Scope) -> bool {
         if !self.can_write() {
             return false;
         }
         match &scope.tenant {
-            None => self.has_role(Role::Admin),
+            None => self.platform,
             Some(t) if *t != self.tenant => false,
             Some(_) => {
-                scope.user.as_ref().is_none_or(|u| *u == self.user) || self.has_role(Role::Admin)
+                scope.project.as_ref().is_none_or(|p| self.member_of(p))
+                    && (scope.user.as_ref().is_none_or(|u| *u == self.user) || self.is_admin())
             }
+        }
+    }
+
+    /// Whether the principal governs `scope`: moves lifecycles, reviews and deletes what others
+    /// wrote there. Global: platform principals; a tenant scope: the tenant's admins (within
+    /// their projects).
+    pub fn governs(&self, scope: &Scope) -> bool {
+        match &scope.tenant {
+            None => self.platform && self.has_role(Role::Admin),
+            Some(t) => {
+                *t == self.tenant
+                    && self.is_admin()
+                    && scope.project.as_ref().is_none_or(|p| self.member_of(p))
+            }
+        }
+    }
+
+    /// Whether the principal may review what was written into `scope`: a reviewer of that
+    /// tenant (within its projects), or, for the global scope, a platform reviewer.
+    pub fn can_review_in(&self, scope: &Scope) -> bool {
+        if !self.has_role(Role::Reviewer) {
+            return false;
+        }
+        match &scope.tenant {
+            None => self.platform,
+            Some(t) => {
+                *t == self.tenant && scope.project.as_ref().is_none_or(|p| self.member_of(p))
+            }
+        }
+    }
+
+    /// The highest trust this principal's writes can earn, whatever source they declare:
+    /// trust comes from who writes and through which channel, never from the request body.
+    pub fn trust_ceiling(&self) -> Trust {
+        if self.platform {
+            Trust::PlatformRule
+        } else if self.is_admin() {
+            Trust::AuthoritativeSystem
+        } else if self.roles.contains(&Role::Ingest) {
+            Trust::VerifiedFact
+        } else {
+            Trust::UserStatement
         }
     }
 }
@@ -126,6 +265,14 @@ impl Principal {
 mod tests {
     use super::*;
     use crate::acl::AclEntry;
+    use crate::asset::{AssetKind, SourceKind};
+
+    fn meta(scope: Scope, acl: Acl, sensitivity: Sensitivity) -> AssetMeta {
+        let mut m = AssetMeta::new(AssetKind::Memory, scope, "x", SourceKind::UserStatement);
+        m.acl = acl;
+        m.sensitivity = sensitivity;
+        m
+    }
 
     #[test]
     fn visibility_needs_scope_path_and_acl() {
@@ -133,23 +280,49 @@ mod tests {
         p.groups = vec!["legal".into()];
         let tenant = Scope::tenant("acme");
         let other = Scope::tenant("globex");
-        assert!(p.can_see(&tenant, &Acl::public()));
-        assert!(!p.can_see(&other, &Acl::public()));
-        assert!(p.can_see(&Scope::global(), &Acl::public()));
+        assert!(p.can_see_scope(&tenant, &Acl::public()));
+        assert!(!p.can_see_scope(&other, &Acl::public()));
+        assert!(p.can_see_scope(&Scope::global(), &Acl::public()));
         let legal = Acl::new(vec![AclEntry::Group("legal".into())]).unwrap();
         let hr = Acl::new(vec![AclEntry::Group("hr".into())]).unwrap();
-        assert!(p.can_see(&tenant, &legal));
-        assert!(!p.can_see(&tenant, &hr));
+        assert!(p.can_see_scope(&tenant, &legal));
+        assert!(!p.can_see_scope(&tenant, &hr));
         let bobs = Scope {
             user: Some("bob".into()),
             ..Scope::tenant("acme")
         };
-        assert!(!p.can_see(&bobs, &Acl::public()));
+        assert!(!p.can_see_scope(&bobs, &Acl::public()));
     }
 
     #[test]
-    fn writes_stay_in_tenant_and_own_user() {
-        let p = Principal::new("acme", "ann");
+    fn clearance_and_purpose_filter_what_the_path_admits() {
+        let mut p = Principal::new("acme", "ann");
+        p.clearance = Sensitivity::Internal;
+        let tenant = Scope::tenant("acme");
+        let own = Scope {
+            user: Some("ann".into()),
+            ..Scope::tenant("acme")
+        };
+        assert!(p.can_see(&meta(tenant.clone(), Acl::public(), Sensitivity::Internal)));
+        assert!(!p.can_see(&meta(
+            tenant.clone(),
+            Acl::public(),
+            Sensitivity::Confidential
+        )));
+        // A user always reads their own user-scope memories.
+        assert!(p.can_see(&meta(own, Acl::public(), Sensitivity::Secret)));
+        let mut hr_only = meta(tenant, Acl::public(), Sensitivity::Public);
+        hr_only.purposes = vec!["hr".into()];
+        assert!(!p.can_see(&hr_only));
+        p.purpose = Some("support".into());
+        assert!(!p.can_see(&hr_only));
+        p.purpose = Some("hr".into());
+        assert!(p.can_see(&hr_only));
+    }
+
+    #[test]
+    fn writes_stay_in_tenant_own_user_and_own_projects() {
+        let mut p = Principal::new("acme", "ann");
         assert!(p.can_write_into(&Scope::tenant("acme")));
         assert!(!p.can_write_into(&Scope::tenant("globex")));
         assert!(!p.can_write_into(&Scope::global()));
@@ -158,8 +331,38 @@ mod tests {
             ..Scope::tenant("acme")
         };
         assert!(!p.can_write_into(&bobs));
+        let web = Scope {
+            project: Some("web".into()),
+            ..Scope::tenant("acme")
+        };
+        assert!(!p.can_write_into(&web));
+        p.projects = vec!["web".into()];
+        assert!(p.can_write_into(&web));
         let mut reader = Principal::new("acme", "ann");
         reader.roles = vec![Role::Reader];
         assert!(!reader.can_write_into(&Scope::tenant("acme")));
+    }
+
+    #[test]
+    fn only_platform_principals_govern_the_global_scope() {
+        let mut admin = Principal::new("acme", "root");
+        admin.roles = vec![Role::Admin];
+        assert!(!admin.can_write_into(&Scope::global()));
+        assert!(!admin.governs(&Scope::global()));
+        assert!(!admin.can_review_in(&Scope::global()));
+        assert!(admin.governs(&Scope::tenant("acme")));
+        assert!(!admin.governs(&Scope::tenant("globex")));
+        let mut ops = Principal::new("platform", "ops");
+        ops.roles = vec![Role::Admin];
+        ops.platform = true;
+        assert!(ops.can_write_into(&Scope::global()));
+        assert!(ops.governs(&Scope::global()));
+        assert!(ops.can_review_in(&Scope::global()));
+        assert_eq!(ops.trust_ceiling(), Trust::PlatformRule);
+        assert_eq!(admin.trust_ceiling(), Trust::AuthoritativeSystem);
+        assert_eq!(
+            Principal::new("a", "b").trust_ceiling(),
+            Trust::UserStatement
+        );
     }
 }

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::asset::{AssetId, AssetKind};
+use crate::asset::{AssetId, AssetKind, AssetMeta, Sensitivity};
 use crate::error::CoreResult;
 use crate::principal::Principal;
 
@@ -17,9 +17,44 @@ pub struct IndexKeys {
     pub kind: AssetKind,
     pub scope_key: String,
     pub acl_keys: Vec<String>,
-    /// Extra filterable labels (e.g. `class:semantic`).
+    /// Filterable labels: the domain's (e.g. `class:semantic`) and the governance tags of
+    /// [`governance_tags`] (`sens:<level>`, `purpose:<name>` or `purpose:*`).
     #[serde(default)]
     pub tags: Vec<String>,
+}
+
+/// Tag of an entry restricted to no purpose.
+pub const ANY_PURPOSE_TAG: &str = "purpose:*";
+
+/// The tag that carries an entry's sensitivity.
+pub fn sensitivity_tag(s: Sensitivity) -> String {
+    format!("sens:{}", s.as_str())
+}
+
+/// The tags every index entry carries so that clearance and purpose filter inside the index:
+/// its sensitivity, and its allowed purposes (or [`ANY_PURPOSE_TAG`]).
+pub fn governance_tags(m: &AssetMeta) -> Vec<String> {
+    let mut tags = vec![sensitivity_tag(m.sensitivity)];
+    if m.purposes.is_empty() {
+        tags.push(ANY_PURPOSE_TAG.to_string());
+    } else {
+        tags.extend(m.purposes.iter().map(|p| format!("purpose:{p}")));
+    }
+    tags
+}
+
+impl IndexKeys {
+    /// Keys of an asset: its id, kind, scope, ACL and governance tags, plus the domain's tags.
+    pub fn of(m: &AssetMeta, kind: AssetKind, mut tags: Vec<String>) -> IndexKeys {
+        tags.extend(governance_tags(m));
+        IndexKeys {
+            asset_id: m.id.clone(),
+            kind,
+            scope_key: m.scope.key(),
+            acl_keys: m.acl.keys(),
+            tags,
+        }
+    }
 }
 
 /// What a caller may see. Built from the principal, never from request text.
@@ -33,15 +68,34 @@ pub struct VisibilityFilter {
     pub kinds: Vec<AssetKind>,
     /// Empty: no restriction; otherwise the entry needs at least one of these tags.
     pub any_tags: Vec<String>,
+    /// Empty: no restriction; otherwise the entry needs one of these sensitivity tags (those
+    /// within the clearance), unless its scope key is one of `own_scopes`.
+    pub sensitivity_tags: Vec<String>,
+    /// Scopes whose entries pass the sensitivity test at any level (the caller's own).
+    pub own_scopes: Vec<String>,
+    /// Empty: no restriction; otherwise the entry needs one of these purpose tags
+    /// ([`ANY_PURPOSE_TAG`] and the request's purpose).
+    pub purpose_tags: Vec<String>,
 }
 
 impl VisibilityFilter {
     pub fn for_principal(p: &Principal, kinds: &[AssetKind]) -> Self {
+        let mut purpose_tags = vec![ANY_PURPOSE_TAG.to_string()];
+        if let Some(x) = &p.purpose {
+            purpose_tags.push(format!("purpose:{x}"));
+        }
         VisibilityFilter {
             scope_keys: p.visible_scope_keys(),
             acl_keys: p.acl_keys(),
             kinds: kinds.to_vec(),
             any_tags: vec![],
+            sensitivity_tags: Sensitivity::ALL
+                .into_iter()
+                .filter(|s| *s <= p.clearance)
+                .map(sensitivity_tag)
+                .collect(),
+            own_scopes: p.own_scope_keys(),
+            purpose_tags,
         }
     }
 
@@ -52,10 +106,15 @@ impl VisibilityFilter {
 
     /// The reference semantics every index must reproduce.
     pub fn admits(&self, k: &IndexKeys) -> bool {
+        let has = |set: &[String]| k.tags.iter().any(|t| set.contains(t));
         self.scope_keys.contains(&k.scope_key)
             && k.acl_keys.iter().any(|a| self.acl_keys.contains(a))
             && (self.kinds.is_empty() || self.kinds.contains(&k.kind))
-            && (self.any_tags.is_empty() || k.tags.iter().any(|t| self.any_tags.contains(t)))
+            && (self.any_tags.is_empty() || has(&self.any_tags))
+            && (self.sensitivity_tags.is_empty()
+                || has(&self.sensitivity_tags)
+                || self.own_scopes.contains(&k.scope_key))
+            && (self.purpose_tags.is_empty() || has(&self.purpose_tags))
     }
 }
 
@@ -175,7 +234,11 @@ mod tests {
             kind: AssetKind::Memory,
             scope_key: "t:acme".into(),
             acl_keys: vec!["public".into()],
-            tags: vec!["class:semantic".into()],
+            tags: vec![
+                "class:semantic".into(),
+                "sens:internal".into(),
+                "purpose:*".into(),
+            ],
         };
         assert!(f.admits(&k));
         assert!(
@@ -188,5 +251,28 @@ mod tests {
         k.scope_key = "t:acme".into();
         k.acl_keys = vec!["group:hr".into()];
         assert!(!f.admits(&k));
+    }
+
+    #[test]
+    fn filter_applies_clearance_except_own_scopes_and_purpose() {
+        let mut p = Principal::new("acme", "ann");
+        p.clearance = Sensitivity::Internal;
+        let f = VisibilityFilter::for_principal(&p, &[]);
+        let keys = |scope: &str, tags: &[&str]| IndexKeys {
+            asset_id: "x".into(),
+            kind: AssetKind::Memory,
+            scope_key: scope.into(),
+            acl_keys: vec!["public".into()],
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        };
+        assert!(f.admits(&keys("t:acme", &["sens:internal", "purpose:*"])));
+        assert!(!f.admits(&keys("t:acme", &["sens:confidential", "purpose:*"])));
+        assert!(f.admits(&keys("t:acme/u:ann", &["sens:secret", "purpose:*"])));
+        assert!(!f.admits(&keys("t:acme", &["sens:public", "purpose:hr"])));
+        // Entries without governance tags (an index older than them) are admitted by nobody.
+        assert!(!f.admits(&keys("t:acme", &[])));
+        p.purpose = Some("hr".into());
+        let f = VisibilityFilter::for_principal(&p, &[]);
+        assert!(f.admits(&keys("t:acme", &["sens:public", "purpose:hr"])));
     }
 }

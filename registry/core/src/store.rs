@@ -12,8 +12,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
-use crate::audit::{AuditDraft, AuditEvent};
+use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus, Sensitivity};
+use crate::audit::{AuditDraft, AuditEvent, Checkpoint};
 use crate::derivation::DerivationEdge;
 use crate::error::CoreResult;
 use crate::principal::Role;
@@ -54,11 +54,18 @@ pub struct AssetQuery {
     pub content_hash: Option<String>,
     pub owner: Option<String>,
     pub expires_before: Option<DateTime<Utc>>,
+    /// Only versions whose retention (`retain_until`) has passed by this time.
+    pub retain_before: Option<DateTime<Utc>>,
+    /// Only versions created before this time.
+    pub created_before: Option<DateTime<Utc>>,
     /// Only versions created at or after this time.
     pub created_since: Option<DateTime<Utc>>,
     pub ids: Option<Vec<AssetId>>,
     /// Only the current (highest) version of each asset.
     pub heads_only: bool,
+    /// Results come in (created_at, id, version) order; this skips every row up to and
+    /// including this position, for paging without an offset.
+    pub after: Option<(DateTime<Utc>, AssetId, u32)>,
     pub limit: Option<usize>,
 }
 
@@ -91,6 +98,11 @@ pub trait AssetStore: Send + Sync {
     /// Physically removes every version of these assets and their edges (secure delete), and
     /// records `audit` in the same transaction.
     fn purge(&self, ids: &[AssetId], audit: AuditDraft) -> CoreResult<PurgeCounts>;
+    /// Signs a checkpoint of the audit chain's head and stores it, when the store has an audit
+    /// key and events were appended since the last checkpoint; returns the newest checkpoint.
+    fn checkpoint_audit(&self) -> CoreResult<Option<Checkpoint>>;
+    /// Every stored checkpoint, oldest first.
+    fn audit_checkpoints(&self) -> CoreResult<Vec<Checkpoint>>;
     /// Physically removes the versions of `id` below `version` (secure delete), keeping that
     /// version, any later one and the asset's edges, and records `audit` in the same
     /// transaction. A summary regenerated as a new version of itself loses the versions that
@@ -107,6 +119,14 @@ pub struct ApiKeyRecord {
     pub user: String,
     pub groups: Vec<String>,
     pub roles: Vec<Role>,
+    /// Issued by the operator for the platform: governs the global scope.
+    #[serde(default)]
+    pub platform: bool,
+    /// Projects of the tenant the key belongs to (`*`: all).
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Most sensitive data the key reads.
+    pub clearance: Sensitivity,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -119,10 +139,23 @@ pub trait KeyStore: Send + Sync {
     fn revoke_key(&self, id: &str, actor: &str) -> CoreResult<bool>;
 }
 
+/// The key of `bytes` in `namespace` (a tenant, or `global`): sha256 over the namespace and
+/// the bytes' own sha256, so the same bytes in two tenants are two blobs, and deleting one
+/// neither depends on nor reveals the other.
+pub fn namespaced_blob_key(namespace: &str, content_sha256: &str) -> String {
+    crate::hash::sha256_fields([
+        b"blob-namespace-v1".as_slice(),
+        namespace.as_bytes(),
+        content_sha256.as_bytes(),
+    ])
+}
+
 /// Content-addressed bytes (skill archives, large bodies). Keys are lower-case sha256 hex.
 pub trait BlobStore: Send + Sync {
     /// Stores `bytes` durably and returns their sha256; storing the same bytes twice is a no-op.
     fn put(&self, bytes: &[u8]) -> CoreResult<String>;
+    /// Stores `bytes` under [`namespaced_blob_key`] and returns that key.
+    fn put_in(&self, namespace: &str, bytes: &[u8]) -> CoreResult<String>;
     fn get(&self, digest: &str) -> CoreResult<Option<Vec<u8>>>;
     /// Unlinks the blob; true if it existed.
     fn delete(&self, digest: &str) -> CoreResult<bool>;

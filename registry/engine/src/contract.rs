@@ -53,6 +53,7 @@ pub fn filter(
         acl_keys: acl.iter().map(|s| s.to_string()).collect(),
         kinds: kinds.to_vec(),
         any_tags: tags.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
     }
 }
 
@@ -118,12 +119,25 @@ impl Rng {
 const SCOPES: [&str; 4] = ["t:acme", "t:acme/p:web", "t:acme2", "t:globex"];
 const ACLS: [&str; 4] = ["public", "group:hr", "user:ann", "role:admin"];
 const TAGS: [&str; 3] = ["class:semantic", "class:episodic", "lang:en"];
+const SENS: [&str; 4] = [
+    "sens:public",
+    "sens:internal",
+    "sens:confidential",
+    "sens:secret",
+];
+const PURPOSES: [&str; 3] = ["purpose:*", "purpose:hr", "purpose:support"];
 const KINDS: [AssetKind; 3] = [AssetKind::Memory, AssetKind::Document, AssetKind::Chunk];
 
 fn random_keys(rng: &mut Rng, i: usize) -> IndexKeys {
     let scope = SCOPES[rng.below(SCOPES.len())];
     let acl = rng.subset(&ACLS, false);
-    let tags = rng.subset(&TAGS, true);
+    let mut tags = rng.subset(&TAGS, true);
+    // Governance tags as domains write them: one sensitivity, the purposes (or any); a few
+    // entries carry none, as an index older than them would.
+    if rng.below(8) != 0 {
+        tags.push(SENS[rng.below(SENS.len())]);
+        tags.extend(rng.subset(&PURPOSES, false));
+    }
     keys(
         &format!("r{i:03}"),
         KINDS[rng.below(KINDS.len())],
@@ -146,7 +160,22 @@ fn random_filter(rng: &mut Rng) -> VisibilityFilter {
     } else {
         rng.subset(&TAGS, false)
     };
-    filter(&scopes, &acl, &kinds, &tags)
+    let mut f = filter(&scopes, &acl, &kinds, &tags);
+    if rng.below(2) == 0 {
+        let clearance = rng.below(SENS.len());
+        f.sensitivity_tags = SENS[..=clearance].iter().map(|s| s.to_string()).collect();
+        f.own_scopes = rng
+            .subset(&SCOPES, true)
+            .into_iter()
+            .map(String::from)
+            .collect();
+        f.purpose_tags = rng
+            .subset(&PURPOSES, false)
+            .into_iter()
+            .map(String::from)
+            .collect();
+    }
+    f
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ use registry_core::principal::Role;
 use registry_core::store::{ApiKeyRecord, KeyStore};
 
 use crate::config::{CliOverrides, Config};
-use crate::routes::system::verify_store_chain;
+use registry_core::Sensitivity;
+use registry_core::principal::ALL_PROJECTS;
 use registry_store_sqlite::SqliteStore;
 
 #[derive(Debug, Parser)]
@@ -74,17 +75,30 @@ pub enum KeysCommand {
     Revoke { id: String },
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct CreateKey {
-    #[arg(long)]
-    pub tenant: String,
+    /// The tenant (default `platform` for a platform key).
+    #[arg(long, required_unless_present = "platform")]
+    pub tenant: Option<String>,
     #[arg(long)]
     pub user: String,
     #[arg(long = "group")]
     pub groups: Vec<String>,
-    /// admin, writer, reader or reviewer (repeatable; default writer).
+    /// admin, writer, reader, reviewer, ingest or feedback (repeatable; default writer).
     #[arg(long = "role")]
     pub roles: Vec<String>,
+    /// A project of the tenant the key belongs to (repeatable); `*` for every project, admins
+    /// only (an admin key without `--project` gets `*`). Without projects: tenant level only.
+    #[arg(long = "project")]
+    pub projects: Vec<String>,
+    /// The most sensitive data the key reads: public, internal, confidential, secret (default
+    /// internal; secret for admins). A user always reads their own user-scope memories.
+    #[arg(long)]
+    pub clearance: Option<String>,
+    /// A platform key: the only kind that writes, reviews, moves and deletes what is in the
+    /// global scope every tenant reads. Issued here only, never through the API.
+    #[arg(long)]
+    pub platform: bool,
     /// Print JSON {id, key, tenant, user} instead of text.
     #[arg(long)]
     pub json: bool,
@@ -98,8 +112,12 @@ pub enum JobsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Walk the hash chain; exits 1 and names the first broken event.
+    /// Walk the keyed hash chain and check every signed checkpoint (and the one kept beside
+    /// the audit key); exits 1 and names the first broken event.
     Verify,
+    /// Sign a checkpoint of the chain's head now (the server does so every minute and at
+    /// shutdown) and move the anchor beside the audit key to it.
+    Checkpoint,
     /// Print events as JSON lines.
     List {
         #[arg(long, default_value_t = 0)]
@@ -138,7 +156,12 @@ pub fn new_key_secret() -> String {
 }
 
 pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyRecord, String)> {
-    for (what, v) in [("tenant", &c.tenant), ("user", &c.user)] {
+    let tenant = match (&c.tenant, c.platform) {
+        (Some(t), _) => t.clone(),
+        (None, true) => "platform".to_string(),
+        (None, false) => bail!("--tenant is required"),
+    };
+    for (what, v) in [("tenant", &tenant), ("user", &c.user)] {
         if !valid_name(v) {
             bail!("--{what} {v:?} must be 1-128 chars of [A-Za-z0-9._@-]");
         }
@@ -152,8 +175,9 @@ pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyR
         .roles
         .iter()
         .map(|r| {
-            Role::parse(r)
-                .with_context(|| format!("unknown role {r:?} (admin, writer, reader, reviewer)"))
+            Role::parse(r).with_context(|| {
+                format!("unknown role {r:?} (admin, writer, reader, reviewer, ingest, feedback)")
+            })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     if roles.is_empty() {
@@ -161,14 +185,40 @@ pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyR
     }
     roles.sort();
     roles.dedup();
+    let admin = roles.contains(&Role::Admin);
+    let mut projects = c.projects.clone();
+    for p in &projects {
+        if p == ALL_PROJECTS {
+            if !admin {
+                bail!("--project '*' (every project) is for admin keys");
+            }
+        } else if !valid_name(p) {
+            bail!("--project {p:?} must be 1-128 chars of [A-Za-z0-9._@-] or '*'");
+        }
+    }
+    if projects.is_empty() && admin {
+        projects.push(ALL_PROJECTS.to_string());
+    }
+    projects.sort();
+    projects.dedup();
+    let clearance = match &c.clearance {
+        Some(s) => Sensitivity::parse(s).with_context(|| {
+            format!("unknown clearance {s:?} (public, internal, confidential, secret)")
+        })?,
+        None if admin => Sensitivity::Secret,
+        None => Sensitivity::Internal,
+    };
     let secret = new_key_secret();
     let rec = ApiKeyRecord {
         id: format!("key_{}", uuid::Uuid::now_v7().simple()),
         key_hash: sha256_hex(&secret),
-        tenant: c.tenant.clone(),
+        tenant,
         user: c.user.clone(),
         groups: c.groups.clone(),
         roles,
+        platform: c.platform,
+        projects,
+        clearance,
         created_at: chrono::Utc::now(),
         revoked_at: None,
     };
@@ -199,11 +249,14 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
             for k in store.list_keys(tenant.as_deref())? {
                 let roles: Vec<_> = k.roles.iter().map(|r| r.as_str()).collect();
                 println!(
-                    "{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}{}",
                     k.id,
                     k.tenant,
                     k.user,
                     roles.join(","),
+                    k.projects.join(","),
+                    k.clearance.as_str(),
+                    if k.platform { "platform\t" } else { "" },
                     if k.revoked_at.is_some() {
                         "revoked"
                     } else {
@@ -219,9 +272,15 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
             println!("revoked {id}");
         }
         Command::Audit(AuditCommand::Verify) => {
-            let v = verify_store_chain(store).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let key = store
+                .audit_key()
+                .context("the store was opened without its audit key")?;
+            let v = crate::audit::verify(store, config, key, None)?;
             if v.ok {
-                println!("audit chain intact: {} events", v.events);
+                println!(
+                    "audit chain intact: {} events, {} signed checkpoints",
+                    v.events, v.checkpoints
+                );
             } else {
                 println!(
                     "audit chain BROKEN at event {}: {} ({} events verified before it)",
@@ -230,6 +289,12 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
                     v.events
                 );
                 return Ok(1);
+            }
+        }
+        Command::Audit(AuditCommand::Checkpoint) => {
+            match crate::audit::checkpoint(store, config)? {
+                Some(cp) => println!("checkpoint at event {} ({})", cp.seq, cp.hash),
+                None => println!("no events yet"),
             }
         }
         Command::Audit(AuditCommand::List { after, limit }) => {

@@ -28,7 +28,27 @@ pub struct Config {
     /// `Host` values `/mcp` accepts (DNS-rebinding protection); `"*"` accepts any. Add the
     /// names the server is reached by when it listens beyond loopback.
     pub mcp_allowed_hosts: Vec<String>,
+    /// Open MCP sessions one API key may hold at once (the oldest beyond it is refused).
+    pub mcp_max_sessions_per_key: usize,
+    /// The secret that keys the audit chain (HMAC) and signs its checkpoints; created on first
+    /// start (mode 0600). Default `<data_dir>/audit.key`: keep it outside the data directory
+    /// (and its backups) in production, so a copy of the database cannot re-seal a chain.
+    pub audit_key_file: Option<PathBuf>,
     pub jobs: JobsConfig,
+    pub retention: RetentionConfig,
+}
+
+/// What the retention job purges besides assets whose own `retain_until` has passed: assets
+/// of a kind (memory: of a class) older than these many days since they were created. 0 keeps
+/// them until they are deleted. Freshness (`expires_at`) never purges anything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    pub memory_working_days: u32,
+    pub memory_episodic_days: u32,
+    pub memory_semantic_days: u32,
+    pub memory_procedural_days: u32,
+    pub document_days: u32,
 }
 
 /// Intervals of the jobs scheduled inside `serve`; 0 disables a job.
@@ -40,6 +60,8 @@ pub struct JobsConfig {
     pub consolidate_interval_secs: u64,
     pub retention_interval_secs: u64,
     pub purge_interval_secs: u64,
+    /// How often a signed checkpoint of the audit chain's head is written.
+    pub audit_checkpoint_interval_secs: u64,
 }
 
 impl Default for JobsConfig {
@@ -50,6 +72,7 @@ impl Default for JobsConfig {
             consolidate_interval_secs: 600,
             retention_interval_secs: 600,
             purge_interval_secs: 3600,
+            audit_checkpoint_interval_secs: 60,
         }
     }
 }
@@ -65,7 +88,10 @@ impl Default for Config {
             embed_batch: 32,
             request_timeout_secs: 60,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            mcp_max_sessions_per_key: 16,
+            audit_key_file: None,
             jobs: JobsConfig::default(),
+            retention: RetentionConfig::default(),
         }
     }
 }
@@ -103,7 +129,10 @@ const ENV_KEYS: &[&str] = &[
     "embed_batch",
     "request_timeout_secs",
     "mcp_allowed_hosts",
+    "mcp_max_sessions_per_key",
+    "audit_key_file",
     "jobs",
+    "retention",
 ];
 
 impl Config {
@@ -169,12 +198,70 @@ impl Config {
         if self.request_timeout_secs == 0 {
             return bad("request_timeout_secs", "must be at least 1".into());
         }
+        if !(1..=1024).contains(&self.mcp_max_sessions_per_key) {
+            return bad(
+                "mcp_max_sessions_per_key",
+                format!("{} is outside 1..1024", self.mcp_max_sessions_per_key),
+            );
+        }
         Ok(())
     }
 
     pub fn socket_addr(&self) -> SocketAddr {
         self.bind.parse().expect("validated at load")
     }
+
+    /// Where the audit key lives.
+    pub fn audit_key_path(&self) -> PathBuf {
+        self.audit_key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("audit.key"))
+    }
+
+    /// The audit key: read from [`Self::audit_key_path`], or created there (0600) when the file
+    /// does not exist yet. A file that exists but does not hold a key stops the start.
+    pub fn load_audit_key(&self) -> Result<registry_core::audit::AuditKey, ConfigError> {
+        let path = self.audit_key_path();
+        let bad = |message: String| ConfigError::Invalid {
+            setting: "audit_key_file",
+            message,
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => registry_core::audit::AuditKey::from_hex(&text).ok_or_else(|| {
+                bad(format!(
+                    "{} does not hold 64 hex characters",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                use rand::Rng;
+                let key = registry_core::audit::AuditKey::from_bytes(rand::rng().random());
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+                }
+                write_private(&path, &key.to_hex())
+                    .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+                Ok(key)
+            }
+            Err(e) => Err(bad(format!("cannot read {}: {e}", path.display()))),
+        }
+    }
+}
+
+/// Creates `path` with `text`, readable by its owner only, failing if it exists.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use registry_core::ErrorCode;
-use registry_core::principal::{Principal, Role};
+use registry_core::principal::Principal;
 use registry_core::retrieval::Embedder;
 use registry_knowledge::Freshness;
 use registry_memory::record::{Layer as MemLayer, LevelName, MemoryClass};
@@ -27,6 +27,12 @@ use crate::state::AppState;
 
 /// Largest budget a pack may ask for.
 pub const MAX_BUDGET: usize = 200_000;
+/// Longest goal, query and fixed rule, in bytes.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// Longest phase, in bytes.
+pub const MAX_PHASE_BYTES: usize = 128;
+/// Most fixed rules one pack may carry.
+pub const MAX_FIXED_RULES: usize = 50;
 /// Below this many tokens left, a long evidence chunk is omitted rather than truncated.
 const MIN_TRUNCATED_TOKENS: usize = 24;
 /// Separator between items: a blank line, which the tokenizer counts as nothing.
@@ -133,6 +139,10 @@ pub enum OmitReason {
     Stale,
     Duplicate,
     LowScore,
+    /// Above the key's clearance.
+    Clearance,
+    /// Restricted to purposes the request did not name.
+    Purpose,
 }
 
 /// One item in the pack, as the model sees it.
@@ -203,7 +213,8 @@ pub struct Manifest {
     pub principal: String,
     pub goal_hash: String,
     pub phase: Option<String>,
-    pub query: String,
+    /// sha256 of what the pack retrieved with: the manifest keeps no text of the request.
+    pub query_hash: String,
     pub as_of: DateTime<Utc>,
     pub budget: usize,
     pub fixed_tokens: usize,
@@ -213,6 +224,86 @@ pub struct Manifest {
     pub layers: BTreeMap<String, LayerSummary>,
     pub items: Vec<ManifestItem>,
     pub omitted: Vec<Omission>,
+    /// Assets on the caller's path and ACL that matched but were withheld by clearance or
+    /// purpose. Never a candidate (they were filtered out before ranking), never in the pack;
+    /// shown only to whoever governs the tenant, so a caller learns nothing of what it may not
+    /// see.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<Omission>,
+}
+
+impl Manifest {
+    /// The manifest as `p` may read it: without `withheld` unless `p` governs the tenant.
+    pub fn for_reader(mut self, p: &Principal) -> Manifest {
+        if !p.governs(&registry_core::Scope::tenant(&self.tenant)) {
+            self.withheld.clear();
+        }
+        self
+    }
+}
+
+/// Assets of `kinds` that the query matches on `p`'s path and ACL but that clearance or
+/// purpose withheld from `p`: found by the same search with only those two restrictions lifted,
+/// for the governors' view of the manifest.
+fn withheld(
+    state: &AppState,
+    p: &Principal,
+    layer: LayerName,
+    query: &str,
+    kinds: &[registry_core::AssetKind],
+    k: usize,
+) -> ApiResult<Vec<Omission>> {
+    use registry_core::retrieval::VisibilityFilter;
+    let mut filter = VisibilityFilter::for_principal(p, kinds);
+    filter.sensitivity_tags.clear();
+    filter.purpose_tags.clear();
+    let hits = state
+        .search
+        .search(query, &filter, &registry_engine::SearchOptions::with_k(k))?;
+    let ids: Vec<String> = hits.into_iter().map(|h| h.asset_id).collect();
+    if ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let recs = registry_core::store::AssetStore::find(
+        state.store.as_ref(),
+        &registry_core::store::AssetQuery {
+            ids: Some(ids),
+            heads_only: true,
+            ..Default::default()
+        },
+    )?;
+    Ok(recs
+        .into_iter()
+        .filter(|r| r.meta.status.is_servable() && !p.can_see(&r.meta))
+        .map(|r| {
+            let (reason, detail) = if !p.cleared_for(&r.meta.scope, r.meta.sensitivity) {
+                (
+                    OmitReason::Clearance,
+                    format!(
+                        "{} is above the key's clearance {}",
+                        r.meta.sensitivity.as_str(),
+                        p.clearance.as_str()
+                    ),
+                )
+            } else {
+                (
+                    OmitReason::Purpose,
+                    format!("served only for purposes {}", r.meta.purposes.join(", ")),
+                )
+            };
+            Omission {
+                layer,
+                source_type: r.meta.kind.as_str().to_string(),
+                source_id: Some(r.meta.id.clone()),
+                scope: Some(r.meta.scope.key()),
+                version: Some(r.meta.version.to_string()),
+                reason,
+                detail,
+                tokens: None,
+                content_hash: r.meta.content_hash.clone(),
+            }
+        })
+        .collect())
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -456,8 +547,36 @@ fn memory_candidate(
 
 fn validate(req: &PackRequest) -> ApiResult<()> {
     let bad = |field: &str, msg: String| {
-        Err(ApiError::validation(msg).with_details(serde_json::json!({ "field": field })))
+        Err(ApiError::validation(msg)
+            .with_details(serde_json::json!({ "field": field, "reason": "invalid" })))
     };
+    let too_large = |field: &str, len: usize, limit: usize| -> ApiResult<()> {
+        if len > limit {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("{field} is {len} bytes; at most {limit} are accepted"),
+            )
+            .with_details(serde_json::json!({
+                "field": field, "reason": "too_large", "len": len, "limit": limit
+            })));
+        }
+        Ok(())
+    };
+    too_large("goal", req.goal.len(), MAX_TEXT_BYTES)?;
+    too_large(
+        "query",
+        req.query.as_ref().map_or(0, String::len),
+        MAX_TEXT_BYTES,
+    )?;
+    too_large(
+        "phase",
+        req.phase.as_ref().map_or(0, String::len),
+        MAX_PHASE_BYTES,
+    )?;
+    too_large("fixed_rules", req.fixed_rules.len(), MAX_FIXED_RULES)?;
+    for r in &req.fixed_rules {
+        too_large("fixed_rules", r.len(), MAX_TEXT_BYTES)?;
+    }
     if req.goal.trim().is_empty() {
         return bad("goal", "goal is empty".into());
     }
@@ -752,6 +871,27 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         }
     }
 
+    let mut withheld_items = vec![];
+    if draw_on.contains(&Source::Memory) && req.limits.memory > 0 {
+        withheld_items.extend(withheld(
+            state,
+            p,
+            LayerName::Memory,
+            &query,
+            &[registry_core::AssetKind::Memory],
+            req.limits.memory,
+        )?);
+    }
+    if draw_on.contains(&Source::Knowledge) && req.limits.knowledge > 0 {
+        withheld_items.extend(withheld(
+            state,
+            p,
+            LayerName::Knowledge,
+            &query,
+            &[registry_core::AssetKind::Chunk],
+            req.limits.knowledge,
+        )?);
+    }
     let id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
     let text = b
         .items
@@ -766,7 +906,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         principal: p.user.clone(),
         goal_hash: sha256_hex(&req.goal),
         phase: req.phase.clone(),
-        query,
+        query_hash: sha256_hex(&query),
         as_of,
         budget: req.budget,
         fixed_tokens,
@@ -776,6 +916,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         layers: b.layers,
         items: b.manifest_items,
         omitted: b.omitted,
+        withheld: withheld_items,
     };
     save(state, &manifest)?;
     Ok(Pack {
@@ -784,7 +925,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         used_tokens: b.used,
         text,
         items: b.items,
-        manifest,
+        manifest: manifest.for_reader(p),
     })
 }
 
@@ -826,13 +967,24 @@ pub fn load(state: &AppState, p: &Principal, id: &str) -> ApiResult<Manifest> {
         .map_err(be)
     })?;
     match row {
-        Some((tenant, user, body))
-            if tenant == p.tenant && (user == p.user || p.has_role(Role::Admin)) =>
-        {
-            serde_json::from_str(&body).map_err(ApiError::internal)
+        Some((tenant, user, body)) if tenant == p.tenant && (user == p.user || p.is_admin()) => {
+            serde_json::from_str::<Manifest>(&body)
+                .map(|m| m.for_reader(p))
+                .map_err(ApiError::internal)
         }
         _ => Err(ApiError::not_found(format!("no context pack {id}"))),
     }
+}
+
+/// How many manifests a user's packs left.
+pub fn count_for(state: &AppState, tenant: &str, user: &str) -> ApiResult<usize> {
+    Ok(state.store.read_only(|c| {
+        c.query_row(
+            "SELECT count(*) FROM context_manifests WHERE tenant = ?1 AND principal = ?2",
+            params![tenant, user],
+            |r| r.get::<_, i64>(0),
+        )
+    })? as usize)
 }
 
 /// Deletes the manifests a user's packs left (subject erasure). Returns how many.

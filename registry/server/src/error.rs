@@ -65,15 +65,25 @@ impl ApiError {
         )
     }
 
+    /// An internal failure: the cause goes to the log with the request id; the caller gets
+    /// the stable code, a generic message and the request id, never backend text.
     pub fn internal(e: impl std::fmt::Display) -> Self {
-        Self::new(ErrorCode::Internal, e.to_string())
+        let request_id = crate::request::current().map(|r| r.id).unwrap_or_default();
+        tracing::error!(error = %e, request_id = %request_id, "internal error");
+        ApiError {
+            code: ErrorCode::Internal,
+            message: format!(
+                "internal error (request {request_id}); the cause is in the server log"
+            ),
+            details: serde_json::json!({ "request_id": request_id }),
+        }
     }
 }
 
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
         if let CoreError::Backend { .. } = &e {
-            tracing::error!(error = %e, "backend failure");
+            return ApiError::internal(e);
         }
         ApiError {
             code: e.code(),

@@ -1,7 +1,7 @@
 //! Request extractors: JSON bodies whose every rejection is a coded error, and the
 //! authenticated principal behind a bearer key.
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use registry_core::ErrorCode;
@@ -40,6 +40,55 @@ fn json_rejection(rej: JsonRejection) -> ApiError {
         (JsonRejection::JsonDataError(_), _) => ApiError::new(ErrorCode::ValidationFailed, text),
         _ => ApiError::new(ErrorCode::BadRequest, text),
     }
+}
+
+/// `Query<T>` whose rejections answer with the error envelope (422 `VALIDATION_FAILED`, the
+/// query string named as the field), never plain text.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(ApiQuery(v)),
+            Err(rej) => Err(query_rejection(rej)),
+        }
+    }
+}
+
+fn query_rejection(rej: QueryRejection) -> ApiError {
+    // serde_urlencoded names the parameter in its message ("... field `limit` ...").
+    let text = rej.body_text();
+    let field = text
+        .split('`')
+        .nth(1)
+        .filter(|f| f.len() <= 64)
+        .unwrap_or("query")
+        .to_string();
+    ApiError::validation(format!("invalid query string: {text}"))
+        .with_details(serde_json::json!({ "field": field, "reason": "invalid", "in": "query" }))
+}
+
+/// `Path<T>` whose rejections answer with the error envelope.
+#[derive(Debug, Clone, Default)]
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(ApiPath(v)),
+            Err(rej) => Err(path_rejection(rej)),
+        }
+    }
+}
+
+fn path_rejection(rej: PathRejection) -> ApiError {
+    ApiError::validation(format!("invalid path: {}", rej.body_text()))
+        .with_details(serde_json::json!({ "field": "path", "reason": "invalid", "in": "path" }))
 }
 
 /// The caller, authenticated by `Authorization: Bearer <key>`. Optional context headers
@@ -111,6 +160,15 @@ async fn authenticate(
         principal.session = ctx("x-session")?;
         principal.task = ctx("x-task")?;
         principal.purpose = ctx("x-purpose")?;
+        // A project is a boundary: the header only narrows within the key's projects, and a
+        // project the key is not in answers the same as any other refusal.
+        if let Some(project) = &principal.project
+            && !principal.member_of(project)
+        {
+            return Err(ApiError::forbidden(
+                "this key is not a member of the project in X-Project",
+            ));
+        }
         Ok(principal)
     }
 }
@@ -133,6 +191,9 @@ pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Princ
         user: rec.user,
         groups: rec.groups,
         roles: rec.roles,
+        platform: rec.platform,
+        projects: rec.projects,
+        clearance: rec.clearance,
         purpose: None,
         project: None,
         session: None,

@@ -13,7 +13,6 @@ use registry_memory::MemoryService;
 use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use crate::memstats::SqliteStats;
 use crate::state::AppState;
 
 /// Jobs this runner knows.
@@ -24,6 +23,7 @@ pub const JOBS: &[&str] = &[
     "retention",
     "reindex",
     "compact",
+    "checkpoint",
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -43,8 +43,9 @@ pub fn memory_service(state: &AppState) -> MemoryService {
     MemoryService::new(
         state.store.clone(),
         state.search.clone(),
-        std::sync::Arc::new(SqliteStats(state.store.clone())),
+        state.stats.clone(),
     )
+    .with_locks(state.memory_locks.clone())
 }
 
 /// Summaries that lose a parent to a deletion are rebuilt by their domain: consolidated
@@ -94,6 +95,12 @@ fn run_named(state: &AppState, name: &str) -> anyhow::Result<serde_json::Value> 
         "purge" => purge(state),
         "reindex" => reindex(state),
         "retention" => retention(state),
+        "checkpoint" => {
+            let cp = crate::audit::checkpoint(state.store.as_ref(), &state.config)?;
+            Ok(
+                serde_json::json!({ "checkpoint": cp.map(|c| serde_json::json!({"seq": c.seq, "hash": c.hash})) }),
+            )
+        }
         "compact" => {
             use registry_core::retrieval::{TextIndex, VectorIndex};
             state.text.compact()?;
@@ -170,22 +177,55 @@ fn purge(state: &AppState) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-/// Deletes, down to the purged level, every asset whose retention (`expires_at`) has passed,
-/// one receipt per tenant.
+/// Deletes, down to the purged level, every asset whose retention has passed: its own
+/// `retain_until`, or the age its kind (memory: its class) is kept for (`config.retention`).
+/// Freshness (`expires_at`) purges nothing: a document past it is kept, out of answers, until
+/// its retention ends. One receipt per tenant.
 fn retention(state: &AppState) -> anyhow::Result<serde_json::Value> {
+    use registry_core::asset::AssetKind;
     use registry_core::deletion::DeletionLevel;
     use registry_core::store::{AssetQuery, AssetStore};
-    let expired = state.store.find(&AssetQuery {
-        expires_before: Some(Utc::now()),
+    let now = Utc::now();
+    let mut due = state.store.find(&AssetQuery {
+        retain_before: Some(now),
         heads_only: true,
         ..Default::default()
     })?;
+    let r = &state.config.retention;
+    let rules = [
+        (AssetKind::Memory, Some("working"), r.memory_working_days),
+        (AssetKind::Memory, Some("episodic"), r.memory_episodic_days),
+        (AssetKind::Memory, Some("semantic"), r.memory_semantic_days),
+        (
+            AssetKind::Memory,
+            Some("procedural"),
+            r.memory_procedural_days,
+        ),
+        (AssetKind::Document, None, r.document_days),
+    ];
+    for (kind, class, days) in rules {
+        if days == 0 {
+            continue;
+        }
+        let old = state.store.find(&AssetQuery {
+            kind: Some(kind),
+            created_before: Some(now - chrono::Duration::days(i64::from(days))),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        due.extend(old.into_iter().filter(|a| {
+            class.is_none_or(|c| a.body.get("class").and_then(|v| v.as_str()) == Some(c))
+        }));
+    }
     let mut by_tenant: std::collections::BTreeMap<Option<String>, Vec<String>> = Default::default();
-    for r in expired {
-        by_tenant
-            .entry(r.meta.scope.tenant.clone())
-            .or_default()
-            .push(r.meta.id);
+    let mut seen = std::collections::BTreeSet::new();
+    for r in due {
+        if seen.insert(r.meta.id.clone()) {
+            by_tenant
+                .entry(r.meta.scope.tenant.clone())
+                .or_default()
+                .push(r.meta.id);
+        }
     }
     let mut receipts = vec![];
     let mut assets = 0;
@@ -256,6 +296,7 @@ pub fn spawn_scheduler(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
         ("decay", cfg.decay_interval_secs),
         ("retention", cfg.retention_interval_secs),
         ("purge", cfg.purge_interval_secs),
+        ("checkpoint", cfg.audit_checkpoint_interval_secs),
     ] {
         if secs == 0 {
             continue;

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod context;
@@ -9,6 +10,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod memstats;
 pub mod openapi;
+pub mod request;
 pub mod routes;
 pub mod skills;
 pub mod state;
@@ -37,6 +39,10 @@ pub fn app(state: AppState) -> Router {
 pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) -> Router {
     let limit = state.config.max_body_bytes;
     let timeout = Duration::from_secs(state.config.request_timeout_secs);
+    // The request's own deadline is enforced by `AppState::blocking`, which cancels work before
+    // it commits or waits for the outcome of work that did; this outer limit is only a backstop
+    // for a request stuck outside any blocking work (a body that trickles in).
+    let backstop = timeout + Duration::from_secs(30);
     let request_id = HeaderName::from_static(REQUEST_ID);
     Router::new()
         .merge(routes::system::router())
@@ -50,15 +56,18 @@ pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
+        .with_state(state.clone())
+        .merge(mcp::router(state, shutdown))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            timeout,
+            backstop,
         ))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            request::scope(timeout, req, next)
+        }))
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .with_state(state.clone())
-        .merge(mcp::router(state, shutdown))
 }
 
 async fn not_found() -> ApiError {
@@ -66,7 +75,10 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(ErrorCode::BadRequest, "method not allowed on this route")
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this route",
+    )
 }
 
 /// Serves until SIGTERM or Ctrl-C, then drains in-flight requests.
@@ -82,12 +94,21 @@ pub async fn serve_until(
 ) -> std::io::Result<()> {
     let token = tokio_util::sync::CancellationToken::new();
     let cancel = token.clone();
-    axum::serve(listener, app_with(state, token))
+    let st = state.clone();
+    let served = axum::serve(listener, app_with(state, token))
         .with_graceful_shutdown(async move {
             shutdown.await;
             cancel.cancel();
         })
-        .await
+        .await;
+    // Anchor what this run appended to the audit log before the process goes.
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(e) = crate::audit::checkpoint(st.store.as_ref(), &st.config) {
+            tracing::warn!(error = %e, "no audit checkpoint at shutdown");
+        }
+    })
+    .await;
+    served
 }
 
 async fn shutdown_signal() {

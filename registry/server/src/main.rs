@@ -2,7 +2,6 @@ use anyhow::Context;
 use clap::Parser;
 use registry_server::cli::{Cli, Command, JobsCommand, run_admin};
 use registry_server::state::AppState;
-use registry_store_sqlite::{SqliteStore, StoreOptions};
 
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
@@ -79,8 +78,8 @@ fn run() -> anyhow::Result<i32> {
                     config.data_dir.display()
                 )
             })?;
-            let store = SqliteStore::open_dir(&config.data_dir, StoreOptions { readers: 1 })
-                .context("cannot open the store")?;
+            let store =
+                registry_server::state::open_store(&config, 1).context("cannot open the store")?;
             run_admin(&store, other, &config)
         }
     }

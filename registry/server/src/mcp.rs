@@ -275,8 +275,6 @@ fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiRes
         "memory_search" => {
             let req: MemorySearch = parse(args)?;
             let res = memory_service(s).search(p, &req)?;
-            let ids: Vec<String> = res.hits.iter().map(|h| h.memory.id.clone()).collect();
-            crate::routes::memory::record_retrievals(s, ids);
             to_value(&res)
         }
         "memory_write" => {
@@ -610,21 +608,104 @@ impl ServerHandler for RegistryMcp {
     }
 }
 
+/// Open MCP sessions per principal, oldest first: a principal that opens more than the limit
+/// has its oldest session closed, so sessions stay bounded whatever a client does (and idle
+/// ones expire on their own after the session manager's keep-alive).
+#[derive(Debug)]
+pub struct SessionLimits {
+    max: usize,
+    open: parking_lot::Mutex<std::collections::HashMap<String, std::collections::VecDeque<String>>>,
+}
+
+impl SessionLimits {
+    pub fn new(max: usize) -> Self {
+        SessionLimits {
+            max: max.max(1),
+            open: Default::default(),
+        }
+    }
+
+    /// Records a new session of `who`; returns the sessions to close to stay within the limit.
+    fn opened(&self, who: &str, session: String) -> Vec<String> {
+        let mut open = self.open.lock();
+        let q = open.entry(who.to_string()).or_default();
+        q.push_back(session);
+        let mut evict = vec![];
+        while q.len() > self.max {
+            if let Some(old) = q.pop_front() {
+                evict.push(old);
+            }
+        }
+        evict
+    }
+
+    fn closed(&self, who: &str, session: &str) {
+        let mut open = self.open.lock();
+        if let Some(q) = open.get_mut(who) {
+            q.retain(|s| s != session);
+            if q.is_empty() {
+                open.remove(who);
+            }
+        }
+    }
+
+    /// Sessions currently counted for `who`.
+    pub fn count(&self, who: &str) -> usize {
+        self.open.lock().get(who).map_or(0, |q| q.len())
+    }
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// Authenticates `/mcp` requests exactly as the API does and hands the principal to the
-/// handler through the request's extensions.
+/// handler through the request's extensions; keeps each principal's sessions within
+/// `mcp_max_sessions_per_key`.
 async fn authenticate(
-    axum::extract::State(state): axum::extract::State<AppState>,
+    axum::extract::State((state, manager)): axum::extract::State<(
+        AppState,
+        Arc<LocalSessionManager>,
+    )>,
     req: Request,
     next: Next,
 ) -> Response {
+    use rmcp::transport::streamable_http_server::session::SessionManager;
     let (mut parts, body) = req.into_parts();
-    match Auth::from_request_parts(&mut parts, &state).await {
-        Ok(Auth(p)) => {
-            parts.extensions.insert(p);
-            next.run(Request::from_parts(parts, body)).await
+    let p = match Auth::from_request_parts(&mut parts, &state).await {
+        Ok(Auth(p)) => p,
+        Err(e) => return e.into_response(),
+    };
+    let who = format!("{}/{}", p.tenant, p.user);
+    let asked = parts
+        .headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let closing = parts.method == axum::http::Method::DELETE;
+    parts.extensions.insert(p);
+    let resp = next.run(Request::from_parts(parts, body)).await;
+    let given = resp
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    match (asked, given) {
+        (None, Some(new)) => {
+            for old in state.mcp_sessions.opened(&who, new) {
+                let _ = manager.close_session(&old.clone().into()).await;
+            }
         }
-        Err(e) => e.into_response(),
+        (Some(id), _) if closing => state.mcp_sessions.closed(&who, &id),
+        (Some(id), _)
+            if !manager
+                .has_session(&id.clone().into())
+                .await
+                .unwrap_or(false) =>
+        {
+            state.mcp_sessions.closed(&who, &id)
+        }
+        _ => {}
     }
+    resp
 }
 
 /// The `/mcp` route: streamable HTTP behind the bearer check.
@@ -639,15 +720,19 @@ pub fn router(state: AppState, shutdown: tokio_util::sync::CancellationToken) ->
     } else {
         config.with_allowed_hosts(hosts.clone())
     };
+    let manager = Arc::new(LocalSessionManager::default());
     let service: StreamableHttpService<RegistryMcp, LocalSessionManager> =
         StreamableHttpService::new(
             move || Ok(RegistryMcp::new(st.clone(), None)),
-            Arc::new(LocalSessionManager::default()),
+            manager.clone(),
             config,
         );
     axum::Router::new()
         .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(state, authenticate))
+        .layer(axum::middleware::from_fn_with_state(
+            (state, manager),
+            authenticate,
+        ))
 }
 
 /// `registry mcp`: serves MCP over stdio as the principal behind `REGISTRY_API_KEY`.

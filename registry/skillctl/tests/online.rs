@@ -58,11 +58,10 @@ impl Server {
         create_key(
             &self.state.store,
             &CreateKey {
-                tenant: tenant.into(),
+                tenant: Some(tenant.into()),
                 user: user.into(),
-                groups: vec![],
                 roles: roles.iter().map(|s| s.to_string()).collect(),
-                json: false,
+                ..Default::default()
             },
         )
         .unwrap()

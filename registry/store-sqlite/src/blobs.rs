@@ -39,9 +39,10 @@ fn io(e: std::io::Error) -> CoreError {
     CoreError::backend("blobs", e)
 }
 
-impl BlobStore for FsBlobStore {
-    fn put(&self, bytes: &[u8]) -> CoreResult<String> {
-        let digest = sha256_hex(bytes);
+impl FsBlobStore {
+    /// Writes `bytes` under `key` (fsynced, renamed into place); a key present already is kept.
+    fn put_keyed(&self, key: &str, bytes: &[u8]) -> CoreResult<String> {
+        let digest = key.to_string();
         let path = self.path_of(&digest)?;
         if path.exists() {
             return Ok(digest);
@@ -59,6 +60,18 @@ impl BlobStore for FsBlobStore {
             let _ = d.sync_all();
         }
         Ok(digest)
+    }
+}
+
+impl BlobStore for FsBlobStore {
+    fn put(&self, bytes: &[u8]) -> CoreResult<String> {
+        let digest = sha256_hex(bytes);
+        self.put_keyed(&digest, bytes)
+    }
+
+    fn put_in(&self, namespace: &str, bytes: &[u8]) -> CoreResult<String> {
+        let key = registry_core::store::namespaced_blob_key(namespace, &sha256_hex(bytes));
+        self.put_keyed(&key, bytes)
     }
 
     fn get(&self, digest: &str) -> CoreResult<Option<Vec<u8>>> {

@@ -20,6 +20,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_created_index",
         include_str!("../migrations/0005_created_index.sql"),
     ),
+    (
+        "0006_governance",
+        include_str!("../migrations/0006_governance.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
-use registry_core::audit::{AuditDraft, AuditEvent, GENESIS_HASH};
+use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS_HASH};
 use registry_core::deletion::{Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Role;
@@ -22,11 +22,16 @@ use crate::migrate::migrate;
 pub struct StoreOptions {
     /// Read connections kept open for concurrent readers.
     pub readers: usize,
+    /// Keys the audit chain (HMAC) and signs its checkpoints. Kept outside the database.
+    pub audit_key: Option<AuditKey>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { readers: 4 }
+        StoreOptions {
+            readers: 4,
+            audit_key: None,
+        }
     }
 }
 
@@ -36,6 +41,7 @@ pub struct SqliteStore {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
+    audit_key: Option<AuditKey>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -130,6 +136,7 @@ impl SqliteStore {
             path: path.to_path_buf(),
             writer: Mutex::new(writer),
             readers: Mutex::new(readers),
+            audit_key: opts.audit_key,
         })
     }
 
@@ -161,13 +168,34 @@ impl SqliteStore {
         out
     }
 
-    /// Runs `f` in one write transaction.
+    /// Runs `f` on a read connection (never blocks on the writer).
+    pub fn read_only<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> CoreResult<T> {
+        self.read(f)
+    }
+
+    /// Runs `f` in one write transaction. Work under a deadline that has passed writes
+    /// nothing (see `registry_core::deadline`).
     pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> CoreResult<T>) -> CoreResult<T> {
+        registry_core::deadline::begin_commit()?;
         let mut conn = self.writer.lock();
         let tx = conn.transaction().map_err(be)?;
         let out = f(&tx)?;
         tx.commit().map_err(be)?;
         Ok(out)
+    }
+
+    /// The audit key this store seals events with.
+    pub fn audit_key(&self) -> Option<&AuditKey> {
+        self.audit_key.as_ref()
+    }
+
+    /// Appends one audit event in its own transaction (for writes outside `commit`).
+    pub fn append_audit_event(&self, draft: AuditDraft) -> CoreResult<AuditEvent> {
+        let key = self.audit_key.clone();
+        self.write(|tx| append_audit(tx, draft, key.as_ref()))
     }
 
     /// Runs raw SQL on the writer; for migrations in tests and administrative checkpoints.
@@ -193,8 +221,12 @@ impl SqliteStore {
     }
 }
 
-/// Appends one audit event inside `tx`, chaining it to the last one.
-pub(crate) fn append_audit(tx: &Transaction<'_>, draft: AuditDraft) -> CoreResult<AuditEvent> {
+/// Appends one audit event inside `tx`, chaining it to the last one (keyed with `key`).
+pub(crate) fn append_audit(
+    tx: &Transaction<'_>,
+    draft: AuditDraft,
+    key: Option<&AuditKey>,
+) -> CoreResult<AuditEvent> {
     let last: Option<(u64, String)> = tx
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
@@ -207,10 +239,10 @@ pub(crate) fn append_audit(tx: &Transaction<'_>, draft: AuditDraft) -> CoreResul
         Some((s, h)) => (s + 1, h),
         None => (1, GENESIS_HASH.to_string()),
     };
-    let ev = AuditEvent::seal(seq, Utc::now(), draft, prev);
+    let ev = AuditEvent::seal(seq, Utc::now(), draft, prev, key);
     tx.execute(
-        "INSERT INTO audit (seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "INSERT INTO audit (seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash, keyed)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             ev.seq,
             ts(&ev.at),
@@ -222,7 +254,8 @@ pub(crate) fn append_audit(tx: &Transaction<'_>, draft: AuditDraft) -> CoreResul
             ev.draft.after_hash,
             ev.draft.reason,
             ev.prev_hash,
-            ev.hash
+            ev.hash,
+            ev.keyed
         ],
     )
     .map_err(be)?;
@@ -253,8 +286,8 @@ fn put_version(tx: &Transaction<'_>, rec: &AssetRecord) -> CoreResult<()> {
     .map_err(be)?;
     tx.execute(
         "INSERT INTO assets (id, version, kind, tenant, scope_key, owner, status, lookup_key,
-            content_hash, created_at, expires_at, is_head, meta, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12, ?13)",
+            content_hash, created_at, expires_at, is_head, meta, body, retain_until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 1, ?12, ?13, ?14)",
         params![
             m.id,
             m.version,
@@ -269,6 +302,7 @@ fn put_version(tx: &Transaction<'_>, rec: &AssetRecord) -> CoreResult<()> {
             m.expires_at.as_ref().map(ts),
             serde_json::to_string(m).map_err(be)?,
             serde_json::to_string(&rec.body).map_err(be)?,
+            m.retain_until.as_ref().map(ts),
         ],
     )
     .map_err(conflict)?;
@@ -318,6 +352,7 @@ fn set_status(
 
 impl AssetStore for SqliteStore {
     fn commit(&self, ops: Vec<WriteOp>) -> CoreResult<Vec<AuditEvent>> {
+        let key = self.audit_key.clone();
         self.write(|tx| {
             let mut events = vec![];
             let now = ts(&Utc::now());
@@ -338,7 +373,7 @@ impl AssetStore for SqliteStore {
                         )
                         .map_err(be)?;
                     }
-                    WriteOp::Audit(d) => events.push(append_audit(tx, d)?),
+                    WriteOp::Audit(d) => events.push(append_audit(tx, d, key.as_ref())?),
                     WriteOp::Idempotency {
                         tenant,
                         key,
@@ -444,6 +479,27 @@ impl AssetStore for SqliteStore {
                 V::Text(ts(e)),
             );
         }
+        if let Some(e) = &q.retain_before {
+            push(
+                &mut sql,
+                " AND retain_until IS NOT NULL AND retain_until <= ?",
+                V::Text(ts(e)),
+            );
+        }
+        if let Some(c) = &q.created_before {
+            push(&mut sql, " AND created_at < ?", V::Text(ts(c)));
+        }
+        if let Some((at, id, version)) = &q.after {
+            args.push(V::Text(ts(at)));
+            let a = args.len();
+            args.push(V::Text(id.clone()));
+            let b = args.len();
+            args.push(V::Integer(i64::from(*version)));
+            let c = args.len();
+            sql.push_str(&format!(
+                " AND (created_at > ?{a} OR (created_at = ?{a} AND (id > ?{b} OR (id = ?{b} AND version > ?{c}))))"
+            ));
+        }
         let mut in_list = |sql: &mut String, column: &str, vals: Vec<String>| {
             if vals.is_empty() {
                 sql.push_str(" AND 0");
@@ -511,10 +567,12 @@ impl AssetStore for SqliteStore {
     fn audit_events(&self, after: u64, limit: usize) -> CoreResult<Vec<AuditEvent>> {
         self.read(|c| {
             let mut st = c.prepare_cached(
-                "SELECT seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash
+                "SELECT seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason, prev_hash, hash, keyed
                  FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
             )?;
-            st.query_map(params![after, limit as i64], |r| {
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            st.query_map(params![after, limit], |r| {
                 let at: String = r.get(1)?;
                 Ok(AuditEvent {
                     seq: r.get(0)?,
@@ -530,6 +588,7 @@ impl AssetStore for SqliteStore {
                     },
                     prev_hash: r.get(9)?,
                     hash: r.get(10)?,
+                    keyed: r.get(11)?,
                 })
             })?
             .collect()
@@ -537,6 +596,7 @@ impl AssetStore for SqliteStore {
     }
 
     fn purge(&self, ids: &[String], audit: AuditDraft) -> CoreResult<PurgeCounts> {
+        let key = self.audit_key.clone();
         self.write(|tx| {
             let mut counts = PurgeCounts::default();
             for id in ids {
@@ -550,12 +610,21 @@ impl AssetStore for SqliteStore {
                     )
                     .map_err(be)? as u64;
             }
-            append_audit(tx, audit)?;
+            append_audit(tx, audit, key.as_ref())?;
             Ok(counts)
         })
     }
 
+    fn checkpoint_audit(&self) -> CoreResult<Option<Checkpoint>> {
+        self.checkpoint_audit_now()
+    }
+
+    fn audit_checkpoints(&self) -> CoreResult<Vec<Checkpoint>> {
+        self.checkpoints(" ORDER BY seq")
+    }
+
     fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64> {
+        let key = self.audit_key.clone();
         self.write(|tx| {
             let n = tx
                 .execute(
@@ -563,13 +632,69 @@ impl AssetStore for SqliteStore {
                     params![id, version],
                 )
                 .map_err(be)? as u64;
-            append_audit(tx, audit)?;
+            append_audit(tx, audit, key.as_ref())?;
             Ok(n)
         })
     }
 }
 
 impl SqliteStore {
+    fn checkpoint_audit_now(&self) -> CoreResult<Option<Checkpoint>> {
+        let Some(key) = self.audit_key.clone() else {
+            return self.latest_checkpoint();
+        };
+        self.write(|tx| {
+            let head: Option<(u64, String)> = tx
+                .query_row(
+                    "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(be)?;
+            let Some((seq, hash)) = head else {
+                return Ok(());
+            };
+            let last: Option<u64> = tx
+                .query_row("SELECT MAX(seq) FROM audit_checkpoints", [], |r| r.get(0))
+                .map_err(be)?;
+            if last != Some(seq) {
+                let cp = Checkpoint::sign(&key, seq, &hash, Utc::now());
+                tx.execute(
+                    "INSERT INTO audit_checkpoints (seq, hash, at, mac) VALUES (?1, ?2, ?3, ?4)",
+                    params![cp.seq, cp.hash, ts(&cp.at), cp.mac],
+                )
+                .map_err(be)?;
+            }
+            Ok(())
+        })?;
+        self.latest_checkpoint()
+    }
+
+    fn latest_checkpoint(&self) -> CoreResult<Option<Checkpoint>> {
+        Ok(self.checkpoints(" ORDER BY seq DESC LIMIT 1")?.pop())
+    }
+
+    fn checkpoints(&self, tail: &str) -> CoreResult<Vec<Checkpoint>> {
+        let rows: Vec<(u64, String, String, String)> = self.read(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT seq, hash, at, mac FROM audit_checkpoints{tail}"
+            ))?;
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+                .collect()
+        })?;
+        rows.into_iter()
+            .map(|(seq, hash, at, mac)| {
+                Ok(Checkpoint {
+                    seq,
+                    hash,
+                    at: parse_ts(&at).map_err(be)?,
+                    mac,
+                })
+            })
+            .collect()
+    }
+
     fn edges(&self, col: &str, id: &str) -> CoreResult<Vec<DerivationEdge>> {
         let sql = format!(
             "SELECT parent, child, relation, child_store FROM derivation WHERE {col} = ?1 ORDER BY created_at, child"
@@ -595,10 +720,12 @@ impl SqliteStore {
 
 impl KeyStore for SqliteStore {
     fn create_key(&self, rec: &ApiKeyRecord) -> CoreResult<()> {
+        let key = self.audit_key.clone();
         self.write(|tx| {
             tx.execute(
-                "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL)",
+                "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at,
+                    revoked_at, platform, projects, clearance)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10)",
                 params![
                     rec.id,
                     rec.key_hash,
@@ -607,6 +734,9 @@ impl KeyStore for SqliteStore {
                     serde_json::to_string(&rec.groups).map_err(be)?,
                     serde_json::to_string(&rec.roles).map_err(be)?,
                     ts(&rec.created_at),
+                    rec.platform,
+                    serde_json::to_string(&rec.projects).map_err(be)?,
+                    rec.clearance.as_str(),
                 ],
             )
             .map_err(conflict)?;
@@ -616,6 +746,7 @@ impl KeyStore for SqliteStore {
                     .tenant(rec.tenant.clone())
                     .asset(rec.id.clone())
                     .hashes(None, Some(rec.key_hash.clone())),
+                key.as_ref(),
             )?;
             Ok(())
         })
@@ -624,7 +755,8 @@ impl KeyStore for SqliteStore {
     fn find_key(&self, key_hash: &str) -> CoreResult<Option<ApiKeyRecord>> {
         self.read(|c| {
             c.query_row(
-                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at
+                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at,
+                    platform, projects, clearance
                  FROM api_keys WHERE key_hash = ?1",
                 [key_hash],
                 row_to_key,
@@ -636,7 +768,8 @@ impl KeyStore for SqliteStore {
     fn list_keys(&self, tenant: Option<&str>) -> CoreResult<Vec<ApiKeyRecord>> {
         self.read(|c| {
             let mut st = c.prepare(
-                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at
+                "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at,
+                    platform, projects, clearance
                  FROM api_keys WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at",
             )?;
             st.query_map([tenant], row_to_key)?.collect()
@@ -644,17 +777,32 @@ impl KeyStore for SqliteStore {
     }
 
     fn revoke_key(&self, id: &str, actor: &str) -> CoreResult<bool> {
+        let key = self.audit_key.clone();
         self.write(|tx| {
-            let n = tx
-                .execute(
-                    "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-                    params![id, ts(&Utc::now())],
+            let tenant: Option<String> = tx
+                .query_row(
+                    "SELECT tenant FROM api_keys WHERE id = ?1 AND revoked_at IS NULL",
+                    [id],
+                    |r| r.get(0),
                 )
+                .optional()
                 .map_err(be)?;
-            if n > 0 {
-                append_audit(tx, AuditDraft::new(actor, "key.revoke").asset(id))?;
-            }
-            Ok(n > 0)
+            let Some(tenant) = tenant else {
+                return Ok(false);
+            };
+            tx.execute(
+                "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1",
+                params![id, ts(&Utc::now())],
+            )
+            .map_err(be)?;
+            append_audit(
+                tx,
+                AuditDraft::new(actor, "key.revoke")
+                    .tenant(tenant)
+                    .asset(id),
+                key.as_ref(),
+            )?;
+            Ok(true)
         })
     }
 }
@@ -667,6 +815,8 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
     let roles: String = r.get(5)?;
     let created: String = r.get(6)?;
     let revoked: Option<String> = r.get(7)?;
+    let projects: String = r.get(9)?;
+    let clearance: String = r.get(10)?;
     Ok(ApiKeyRecord {
         id: r.get(0)?,
         key_hash: r.get(1)?,
@@ -674,6 +824,15 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
         user: r.get(3)?,
         groups: serde_json::from_str(&groups).map_err(conv)?,
         roles: serde_json::from_str::<Vec<Role>>(&roles).map_err(conv)?,
+        platform: r.get(8)?,
+        projects: serde_json::from_str(&projects).map_err(conv)?,
+        clearance: registry_core::Sensitivity::parse(&clearance).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                10,
+                rusqlite::types::Type::Text,
+                format!("clearance {clearance:?}").into(),
+            )
+        })?,
         created_at: parse_ts(&created)?,
         revoked_at: revoked.as_deref().map(parse_ts).transpose()?,
     })

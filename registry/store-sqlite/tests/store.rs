@@ -1,7 +1,7 @@
 //! The embedded store against a real SQLite file in a temporary directory.
 
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
-use registry_core::audit::{AuditDraft, verify_chain};
+use registry_core::audit::{AuditDraft, AuditKey, verify_chain};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::store::{AssetQuery, AssetStore, WriteOp};
@@ -188,7 +188,7 @@ fn audit_chain_verifies_and_a_tampered_row_is_named() {
     for i in 0..5 {
         put(&s, &record(&format!("m{i}"), "acme"));
     }
-    assert_eq!(verify_chain(s.audit_events(0, 1000).unwrap()), Ok(5));
+    assert_eq!(verify_chain(s.audit_events(0, 1000).unwrap(), None), Ok(5));
     // The log refuses edits through SQL…
     assert!(
         s.execute_batch("UPDATE audit SET reason = 'x' WHERE seq = 3")
@@ -200,8 +200,40 @@ fn audit_chain_verifies_and_a_tampered_row_is_named() {
         "DROP TRIGGER audit_no_update; UPDATE audit SET actor = 'mallory' WHERE seq = 3",
     )
     .unwrap();
-    let broken = verify_chain(s.audit_events(0, 1000).unwrap()).unwrap_err();
+    let broken = verify_chain(s.audit_events(0, 1000).unwrap(), None).unwrap_err();
     assert_eq!(broken.seq, 3);
+}
+
+#[test]
+fn a_keyed_store_seals_events_with_its_key_and_signs_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = AuditKey::from_bytes([42; 32]);
+    let s = SqliteStore::open_dir(
+        dir.path(),
+        StoreOptions {
+            audit_key: Some(key.clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    for i in 0..4 {
+        put(&s, &record(&format!("m{i}"), "acme"));
+    }
+    let events = s.audit_events(0, 100).unwrap();
+    assert!(events.iter().all(|e| e.keyed));
+    assert_eq!(verify_chain(events.clone(), Some(&key)), Ok(4));
+    // Without the key the chain cannot be checked, let alone recomputed.
+    assert_eq!(verify_chain(events, None).unwrap_err().seq, 1);
+    let cp = s
+        .checkpoint_audit()
+        .unwrap()
+        .expect("a checkpoint of the head");
+    assert_eq!(cp.seq, 4);
+    assert!(cp.is_signed_by(&key));
+    // Nothing new: no second checkpoint.
+    s.checkpoint_audit().unwrap();
+    assert_eq!(s.audit_checkpoints().unwrap(), vec![cp]);
+    assert!(s.execute_batch("DELETE FROM audit_checkpoints").is_err());
 }
 
 #[test]
@@ -289,7 +321,7 @@ fn purging_earlier_versions_keeps_the_head_and_the_edges() {
     assert_eq!(history, vec![3]);
     assert_eq!(s.get(&id).unwrap().unwrap().meta.version, 3);
     assert_eq!(s.edges_to(&id).unwrap().len(), 1);
-    assert!(verify_chain(s.audit_events(0, 100).unwrap()).is_ok());
+    assert!(verify_chain(s.audit_events(0, 100).unwrap(), None).is_ok());
     s.checkpoint().unwrap();
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let p = entry.unwrap().path();

@@ -313,6 +313,33 @@ impl TantivyTextIndex {
                 any_of(self.fields.tag, filter.any_tags.iter().map(String::as_str)),
             ));
         }
+        if !filter.sensitivity_tags.is_empty() {
+            // Within the clearance, or in one of the caller's own scopes.
+            let cleared = any_of(
+                self.fields.tag,
+                filter.sensitivity_tags.iter().map(String::as_str),
+            );
+            let own = any_of(
+                self.fields.scope_key,
+                filter.own_scopes.iter().map(String::as_str),
+            );
+            clauses.push((
+                Occur::Must,
+                Box::new(BooleanQuery::new(vec![
+                    (Occur::Should, cleared),
+                    (Occur::Should, own),
+                ])),
+            ));
+        }
+        if !filter.purpose_tags.is_empty() {
+            clauses.push((
+                Occur::Must,
+                any_of(
+                    self.fields.tag,
+                    filter.purpose_tags.iter().map(String::as_str),
+                ),
+            ));
+        }
         Some(Box::new(BooleanQuery::new(clauses)))
     }
 

@@ -472,6 +472,35 @@ impl EmbeddedVectorIndex {
         Ok(())
     }
 
+    /// Replaces the governance keys of entries already stored, keeping their vectors and
+    /// models (an index whose labels predate a change of tags is re-labelled without
+    /// re-embedding). Ids not in the index are skipped; returns how many were re-labelled.
+    pub fn relabel(&self, keys: &[IndexKeys]) -> Result<usize> {
+        let mut entries = Vec::with_capacity(keys.len());
+        {
+            let conn = self.conn.lock();
+            let mut stmt =
+                conn.prepare_cached("SELECT model, vector FROM vectors WHERE asset_id = ?1")?;
+            for k in keys {
+                let row: Option<(String, Vec<u8>)> = stmt
+                    .query_row([&k.asset_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                let Some((model, blob)) = row else { continue };
+                let mut vector = Vec::with_capacity(self.dim);
+                blob_into(&blob, &mut vector);
+                entries.push(VectorEntry {
+                    keys: k.clone(),
+                    vector,
+                    model,
+                });
+            }
+        }
+        for batch in entries.chunks(1000) {
+            self.upsert_entries(batch)?;
+        }
+        Ok(entries.len())
+    }
+
     fn delete_ids(&self, ids: &[AssetId]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());

@@ -237,6 +237,7 @@ fn scale(args: &Args) -> Result<(), String> {
         acl_keys: vec!["public".into()],
         kinds: vec![],
         any_tags: vec![],
+        ..Default::default()
     };
     // Warm-up pass so the figures are not dominated by first-touch page faults.
     run_queries(&ix, &queries[..nq.min(10)], &one, k)?;

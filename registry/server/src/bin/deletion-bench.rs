@@ -145,10 +145,12 @@ fn main() -> anyhow::Result<()> {
 
     // (b) Every asset of one subject, as DELETE /v1/subjects/{user} does it.
     let t = Instant::now();
+    let plan = registry_server::routes::deletion::plan_erasure(&state, "acme", "ann")
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let r = registry_server::routes::deletion::erase_subject_now(
         &state,
         &Principal::new("acme", "ann"),
-        "ann",
+        plan,
         Some("bench: subject erasure".into()),
     )
     .map_err(|e| anyhow::anyhow!("{}", e.message))?;
@@ -288,14 +290,13 @@ fn bulk_memories(
                 supersedes: None,
                 conflicts_with: None,
                 consolidated_from: vec![],
+                merged: vec![],
             };
-            let keys = IndexKeys {
-                asset_id: meta.id.clone(),
-                kind: AssetKind::Memory,
-                scope_key: meta.scope.key(),
-                acl_keys: meta.acl.keys(),
-                tags: vec!["class:episodic".into(), "layer:raw".into()],
-            };
+            let keys = IndexKeys::of(
+                &meta,
+                AssetKind::Memory,
+                vec!["class:episodic".into(), "layer:raw".into()],
+            );
             let mut v: Vec<f32> = seed_vecs[s]
                 .iter()
                 .map(|x| x + rng.random_range(-0.02f32..0.02))

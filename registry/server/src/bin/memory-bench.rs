@@ -8,7 +8,6 @@
 //! embedding a million texts with the real model would take hours on a small machine. Its
 //! vectors are real embeddings of seed sentences, perturbed and renormalised; the output says so.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{Duration, Utc};
@@ -22,7 +21,6 @@ use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
 use registry_memory::search::SearchRequest;
 use registry_memory::{MemoryService, WriteRequest};
 use registry_server::config::Config;
-use registry_server::memstats::SqliteStats;
 use registry_server::state::AppState;
 
 const SUBJECTS: &[&str] = &[
@@ -110,11 +108,7 @@ fn main() -> anyhow::Result<()> {
     };
     config.jobs.enabled = false;
     let state = AppState::open(config)?;
-    let svc = MemoryService::new(
-        state.store.clone(),
-        state.search.clone(),
-        Arc::new(SqliteStats(state.store.clone())),
-    );
+    let svc = registry_server::jobs::memory_service(&state);
     let ann = Principal::new("acme", "ann");
     println!("memory-bench: data dir {}", dir.display());
     let search_only = args.iter().any(|a| a == "--search-only");
@@ -248,19 +242,18 @@ fn write_and_bulk(
                 supersedes: None,
                 conflicts_with: None,
                 consolidated_from: vec![],
+                merged: vec![],
             };
             let rec = AssetRecord {
                 meta,
                 lookup_key: None,
                 body: serde_json::to_value(&body)?,
             };
-            let keys = registry_core::retrieval::IndexKeys {
-                asset_id: rec.meta.id.clone(),
-                kind: AssetKind::Memory,
-                scope_key: rec.meta.scope.key(),
-                acl_keys: rec.meta.acl.keys(),
-                tags: vec!["class:episodic".into(), "layer:raw".into()],
-            };
+            let keys = registry_core::retrieval::IndexKeys::of(
+                &rec.meta,
+                AssetKind::Memory,
+                vec!["class:episodic".into(), "layer:raw".into()],
+            );
             let mut v: Vec<f32> = seed_vecs[s]
                 .iter()
                 .map(|x| x + rng.random_range(-0.02f32..0.02))

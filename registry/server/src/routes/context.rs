@@ -1,13 +1,13 @@
 //! Context packs and their manifests.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 use utoipa::{OpenApi, ToSchema};
 
 use crate::context::{self, PackRequest};
 use crate::error::{ApiResult, ErrorBody};
-use crate::extract::{ApiJson, Auth};
+use crate::extract::{ApiJson, ApiPath as Path, Auth};
 use crate::state::AppState;
 
 #[derive(OpenApi)]

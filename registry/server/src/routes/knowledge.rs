@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::{get, post};
 
 use registry_core::store::AssetStore;
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, Auth};
+use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -89,6 +89,12 @@ pub struct IngestBody {
     pub scope: Option<serde_json::Value>,
     /// `public` (default), `user:NAME`, `group:NAME`, `role:NAME`; never empty.
     pub acl: Option<Vec<String>>,
+    /// `public`, `internal` (default), `confidential`, `secret`: read only by keys cleared for it.
+    pub sensitivity: Option<String>,
+    /// Purposes it may be served for (`X-Purpose`); default any.
+    pub purposes: Option<Vec<String>>,
+    /// Retention: purged by the retention job after this time (independent of `expires_at`).
+    pub retain_until: Option<String>,
 }
 
 /// An evidence search (schema of `POST /v1/knowledge/search`).
@@ -219,10 +225,12 @@ pub async fn delete_document(
 #[into_params(parameter_in = Query)]
 pub struct ListDocs {
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<usize>,
+    pub limit: Option<u32>,
+    /// The id of the last document of the previous page.
+    pub after: Option<String>,
 }
 
-/// Current versions of the documents the caller may see, newest first.
+/// Current versions of the documents the caller may see, oldest first, paged with `after`.
 #[utoipa::path(get, path = "/v1/knowledge/documents", security(("bearer" = [])), params(ListDocs),
     responses((status = 200, body = DocumentList)))]
 pub async fn list_documents(
@@ -230,10 +238,10 @@ pub async fn list_documents(
     Auth(p): Auth,
     Query(q): Query<ListDocs>,
 ) -> ApiResult<axum::Json<DocumentList>> {
-    let limit = q.limit.unwrap_or(100).min(1000);
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
     state
         .blocking(move |s| {
-            let docs = service(s).list_documents(&p, limit)?;
+            let docs = service(s).list_documents(&p, limit, q.after.as_deref())?;
             Ok(axum::Json(DocumentList {
                 documents: docs.iter().map(to_json).collect::<ApiResult<_>>()?,
             }))
@@ -351,6 +359,7 @@ pub fn run_cli(state: &AppState, cmd: &KnowledgeCommand) -> anyhow::Result<i32> 
     };
     let mut p = registry_core::Principal::new(a.tenant.clone(), "cli");
     p.roles = vec![registry_core::Role::Admin];
+    p.projects = vec![registry_core::principal::ALL_PROJECTS.to_string()];
     let mut files = Vec::new();
     for path in &a.paths {
         let base = if path.is_dir() {
@@ -388,6 +397,9 @@ pub fn run_cli(state: &AppState, cmd: &KnowledgeCommand) -> anyhow::Result<i32> 
                             ..registry_core::Scope::tenant(a.tenant.clone())
                         }),
                         acl: (!a.acl.is_empty()).then(|| a.acl.clone()),
+                        sensitivity: None,
+                        purposes: None,
+                        retain_until: None,
                     },
                 )
             });

@@ -2,7 +2,7 @@
 //! and revocation.
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use registry_core::ErrorCode;
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, Auth};
+use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::jobs::memory_service;
 use crate::state::AppState;
 
@@ -68,10 +68,11 @@ impl From<MemError> for ApiError {
                 .with_details(serde_json::json!({ "decision": "rejected", "reasons": reasons })),
             MemError::IdempotencyKeyReused => ApiError::new(ErrorCode::IdempotencyKeyReused, msg)
                 .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
-            MemError::TooLarge { len, limit } => ApiError::new(ErrorCode::PayloadTooLarge, msg)
-                .with_details(
-                    serde_json::json!({ "field": "content", "len": len, "limit": limit }),
-                ),
+            MemError::TooLarge { field, len, limit } => {
+                ApiError::new(ErrorCode::PayloadTooLarge, msg).with_details(
+                    serde_json::json!({ "field": field, "reason": "too_large", "len": len, "limit": limit }),
+                )
+            }
             MemError::Forbidden { reasons, .. } => {
                 ApiError::forbidden(msg).with_details(if reasons.is_empty() {
                     serde_json::Value::Null
@@ -80,9 +81,8 @@ impl From<MemError> for ApiError {
                 })
             }
             MemError::NotFound(_) => ApiError::not_found(msg),
-            MemError::Invalid { field, .. } => {
-                ApiError::validation(msg).with_details(serde_json::json!({ "field": field }))
-            }
+            MemError::Invalid { field, .. } => ApiError::validation(msg)
+                .with_details(serde_json::json!({ "field": field, "reason": "invalid" })),
             MemError::Transition {
                 from,
                 action,
@@ -257,32 +257,7 @@ pub async fn search_memories(
     let res = state
         .blocking(move |s| Ok(memory_service(s).search(&p, &req)?))
         .await?;
-    let ids: Vec<String> = res.hits.iter().map(|h| h.memory.id.clone()).collect();
-    record_retrievals(&state, ids);
     json(res)
-}
-
-/// Counts a search's hits as retrieved, in the background: usage counters are not worth
-/// delaying the answer for.
-pub fn record_retrievals(state: &AppState, ids: Vec<String>) {
-    if ids.is_empty() {
-        return;
-    }
-    let st = state.clone();
-    let work = move || {
-        use registry_memory::StatsStore;
-        if let Err(e) = crate::memstats::SqliteStats(st.store.clone())
-            .record_retrievals(&ids, chrono::Utc::now())
-        {
-            tracing::warn!(error = %e, "could not record memory retrievals");
-        }
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => {
-            h.spawn_blocking(work);
-        }
-        Err(_) => work(),
-    }
 }
 
 /// A memory the caller may see, with its versions and related records.
@@ -318,7 +293,7 @@ pub async fn feedback(
 #[into_params(parameter_in = Query)]
 pub struct ReviewParams {
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<usize>,
+    pub limit: Option<u32>,
 }
 
 /// Pending memories (candidate, quarantined, conflict_pending) in the caller's scopes.
@@ -329,7 +304,7 @@ pub async fn review_queue(
     Auth(p): Auth,
     Query(q): Query<ReviewParams>,
 ) -> ApiResult<axum::Json<ReviewList>> {
-    let limit = q.limit.unwrap_or(100).min(1000);
+    let limit = q.limit.unwrap_or(100).min(1000) as usize;
     state
         .blocking(move |s| {
             let list = memory_service(s).review_queue(&p, limit)?;

@@ -10,7 +10,7 @@
 //! (default 0) drops weaker ones. Metadata says which is which: memory is past experience, evidence is cited.
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::post;
 use registry_core::principal::Principal;
 use registry_memory::MemoryClass;
@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, RetrieverAuth};
+use crate::extract::{ApiJson, ApiQuery as Query, RetrieverAuth};
 use crate::jobs::memory_service;
 use crate::state::AppState;
 
@@ -137,8 +137,6 @@ fn hits(
                 filters: Default::default(),
             },
         )?;
-        let ids = res.hits.iter().map(|h| h.memory.id.clone()).collect();
-        crate::routes::memory::record_retrievals(s, ids);
         for h in res.hits {
             let relevance = h.breakdown.semantic;
             if relevance < min_score && h.breakdown.lexical == 0.0 {

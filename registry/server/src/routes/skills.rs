@@ -4,8 +4,8 @@
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{ApiJson, Auth};
+use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::skills::{
     self as svc, Decision, DeprecateRequest, Deprecation, DiscoverView, LifecycleState, Loaded,
     ReviewRecord, ReviewRequest, RollbackRequest, TestResult, TestResultsRequest, TestRun,

@@ -1,17 +1,16 @@
 //! Health, identity, generic asset reads and the audit log.
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::routing::get;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
-use registry_core::audit::ChainVerifier;
 use registry_core::principal::{Principal, Role};
 use registry_core::store::{AssetQuery, AssetStore};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::Auth;
+use crate::extract::{ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -63,6 +62,13 @@ pub struct WhoAmI {
     pub user: String,
     pub groups: Vec<String>,
     pub roles: Vec<String>,
+    /// A platform principal (governs the global scope).
+    pub platform: bool,
+    /// Projects of the tenant the key belongs to (`*`: all).
+    pub projects: Vec<String>,
+    /// Most sensitive data the key reads.
+    pub clearance: String,
+    pub purpose: Option<String>,
     /// Scope keys this principal can see, from global down.
     pub visible_scopes: Vec<String>,
 }
@@ -74,6 +80,10 @@ pub async fn whoami(Auth(p): Auth) -> axum::Json<WhoAmI> {
     axum::Json(WhoAmI {
         visible_scopes: p.visible_scope_keys(),
         roles: p.roles.iter().map(|r| r.as_str().to_string()).collect(),
+        platform: p.platform,
+        projects: p.projects.clone(),
+        clearance: p.clearance.as_str().to_string(),
+        purpose: p.purpose.clone(),
         tenant: p.tenant,
         user: p.user,
         groups: p.groups,
@@ -108,7 +118,7 @@ pub fn visible_record(store: &dyn AssetStore, p: &Principal, id: &str) -> ApiRes
 }
 
 fn can_see_meta(p: &Principal, m: &AssetMeta) -> bool {
-    p.can_see(&m.scope, &m.acl)
+    p.can_see(m)
 }
 
 #[utoipa::path(get, path = "/v1/assets/{id}", security(("bearer" = [])),
@@ -136,12 +146,16 @@ pub struct ListParams {
     /// Asset kind: memory, document, chunk, skill_version, summary.
     pub kind: Option<String>,
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<usize>,
+    pub limit: Option<u32>,
+    /// The id of the last asset of the previous page.
+    pub after: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AssetList {
     pub assets: Vec<AssetView>,
+    /// Pass as `after` for the next page; absent on the last one.
+    pub next: Option<String>,
 }
 
 /// Lists current versions the principal may see (scope filter in the query, ACL after).
@@ -159,22 +173,51 @@ pub async fn list_assets(
                 .with_details(serde_json::json!({"field": "kind"}))
         })?),
     };
-    let limit = q.limit.unwrap_or(100).min(1000);
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
     state
         .blocking(move |s| {
-            let recs = s.store.find(&AssetQuery {
-                kind,
-                scope_keys: Some(p.visible_scope_keys()),
-                heads_only: true,
-                ..Default::default()
-            })?;
-            let assets = recs
-                .iter()
-                .filter(|r| can_see_meta(&p, &r.meta))
-                .take(limit)
-                .map(AssetView::of)
-                .collect();
-            Ok(axum::Json(AssetList { assets }))
+            let mut cursor = match &q.after {
+                None => None,
+                Some(id) => {
+                    let r = visible_record(s.store.as_ref(), &p, id)?;
+                    Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
+                }
+            };
+            // Pages of the store's order with the LIMIT in SQL; the ACL and clearance checks
+            // run per page, so no request loads every row of a tenant.
+            let mut assets = vec![];
+            let mut more = false;
+            'pages: loop {
+                let page = s.store.find(&AssetQuery {
+                    kind,
+                    scope_keys: Some(p.visible_scope_keys()),
+                    heads_only: true,
+                    after: cursor.clone(),
+                    limit: Some(limit.max(50) + 1),
+                    ..Default::default()
+                })?;
+                let Some(last) = page.last() else { break };
+                cursor = Some((
+                    last.meta.created_at,
+                    last.meta.id.clone(),
+                    last.meta.version,
+                ));
+                for r in page.iter().filter(|r| can_see_meta(&p, &r.meta)) {
+                    if assets.len() == limit {
+                        more = true;
+                        break 'pages;
+                    }
+                    assets.push(AssetView::of(r));
+                }
+            }
+            let next = if more {
+                assets
+                    .last()
+                    .and_then(|a| a.meta.get("id").and_then(|v| v.as_str()).map(String::from))
+            } else {
+                None
+            };
+            Ok(axum::Json(AssetList { assets, next }))
         })
         .await
 }
@@ -182,9 +225,10 @@ pub async fn list_assets(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct AuditParams {
-    /// Events after this sequence number.
+    /// Events after this sequence number (0 ..= 2^63 - 1).
     pub after: Option<u64>,
-    pub limit: Option<usize>,
+    /// At most this many (default 100, at most 1000).
+    pub limit: Option<u32>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -201,7 +245,13 @@ fn require_admin(p: &Principal) -> ApiResult<()> {
     }
 }
 
-/// Audit events of the caller's tenant (admin role).
+/// Whether `p`'s audit shows event `e`: a tenant's admins see their tenant's events and the
+/// global scope's (which every tenant reads); a platform admin sees every event.
+fn audit_shows(p: &Principal, e: &registry_core::audit::AuditEvent) -> bool {
+    p.platform || e.draft.tenant.as_deref().is_none_or(|t| t == p.tenant)
+}
+
+/// Audit events of the caller's tenant and of the global scope (admin role).
 #[utoipa::path(get, path = "/v1/audit", security(("bearer" = [])), params(AuditParams),
     responses((status = 200, body = AuditList), (status = 403, body = ErrorBody)))]
 pub async fn list_audit(
@@ -210,11 +260,18 @@ pub async fn list_audit(
     Query(q): Query<AuditParams>,
 ) -> ApiResult<axum::Json<AuditList>> {
     require_admin(&p)?;
-    let limit = q.limit.unwrap_or(100).min(1000);
+    let limit = q.limit.unwrap_or(100).min(1000) as usize;
+    let after = q.after.unwrap_or(0);
+    if after > i64::MAX as u64 {
+        return Err(
+            ApiError::validation("after is beyond the largest sequence number")
+                .with_details(serde_json::json!({"field": "after", "reason": "out_of_range"})),
+        );
+    }
     state
         .blocking(move |s| {
             let mut out = vec![];
-            let mut after = q.after.unwrap_or(0);
+            let mut after = after;
             while out.len() < limit {
                 let batch = s.store.audit_events(after, 1000)?;
                 let Some(last) = batch.last() else { break };
@@ -222,7 +279,7 @@ pub async fn list_audit(
                 out.extend(
                     batch
                         .into_iter()
-                        .filter(|e| e.draft.tenant.as_deref() == Some(p.tenant.as_str()))
+                        .filter(|e| audit_shows(&p, e))
                         .map(|e| serde_json::to_value(e).unwrap_or_default()),
                 );
             }
@@ -235,13 +292,28 @@ pub async fn list_audit(
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditVerify {
     pub ok: bool,
+    /// Events verified: the caller's tenant's and the global scope's (a platform admin: all).
     pub events: u64,
-    /// The first broken event, if any.
+    /// The first broken event, if any (a tenant admin: only when it is one of its own).
     pub broken_at: Option<u64>,
     pub reason: Option<String>,
+    /// Signed checkpoints checked, the one kept outside the database included.
+    pub checkpoints: u64,
 }
 
-/// Walks the whole hash chain (admin role).
+impl From<registry_core::audit::Verification> for AuditVerify {
+    fn from(v: registry_core::audit::Verification) -> Self {
+        AuditVerify {
+            ok: v.ok,
+            events: v.events,
+            broken_at: v.broken_at,
+            reason: v.reason,
+            checkpoints: v.checkpoints,
+        }
+    }
+}
+
+/// Walks the whole keyed hash chain and its signed checkpoints (admin role).
 #[utoipa::path(get, path = "/v1/audit/verify", security(("bearer" = [])),
     responses((status = 200, body = AuditVerify), (status = 403, body = ErrorBody)))]
 pub async fn verify_audit(
@@ -250,33 +322,10 @@ pub async fn verify_audit(
 ) -> ApiResult<axum::Json<AuditVerify>> {
     require_admin(&p)?;
     state
-        .blocking(|s| Ok(axum::Json(verify_store_chain(s.store.as_ref())?)))
+        .blocking(move |s| {
+            let tenant = (!p.platform).then_some(p.tenant.as_str());
+            let v = crate::audit::verify(s.store.as_ref(), &s.config, &s.audit_key, tenant)?;
+            Ok(axum::Json(AuditVerify::from(v)))
+        })
         .await
-}
-
-/// Verifies the chain in pages, so a long log never sits in memory at once.
-pub fn verify_store_chain(store: &dyn AssetStore) -> ApiResult<AuditVerify> {
-    let mut v = ChainVerifier::default();
-    let mut after = 0;
-    loop {
-        let page = store.audit_events(after, 5000)?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        for e in &page {
-            if let Err(b) = v.push(e) {
-                return Ok(AuditVerify {
-                    ok: false,
-                    events: v.count(),
-                    broken_at: Some(b.seq),
-                    reason: Some(b.reason),
-                });
-            }
-        }
-    }
-    Ok(AuditVerify {
-        ok: true,
-        events: v.count(),
-        broken_at: None,
-        reason: None,
-    })
 }

@@ -16,12 +16,11 @@
 //! catches a second process.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind, Trust};
 use registry_core::audit::AuditDraft;
-use registry_core::principal::{Principal, Role};
+use registry_core::principal::Principal;
 use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, TextIndex, VisibilityFilter};
 use registry_core::store::{AssetQuery, AssetStore, BlobStore, WriteOp};
 use registry_core::{CoreError, ErrorCode, Scope};
@@ -42,7 +41,87 @@ pub const DISCOVER_TAG: &str = "skill:discover";
 /// A name the route table uses (`/v1/skills/by-digest/…`), so no skill may take it.
 pub const RESERVED_NAMES: &[&str] = &["by-digest"];
 
-static WRITE_LOCK: Mutex<()> = Mutex::new(());
+/// Longest review comment.
+pub const MAX_REVIEW_COMMENT_CHARS: usize = 2000;
+/// Most reviews one version may collect (each lifecycle step carries them all).
+pub const MAX_REVIEWS: usize = 20;
+/// Longest deprecation message and yank reason.
+pub const MAX_NOTE_CHARS: usize = 1000;
+
+/// Holds the lock for steps on `name` by `p`'s tenant: check-then-write sequences
+/// (immutability, transitions, the release pointer) never interleave for one skill, and steps
+/// on other skills never wait. Only platform principals change global skills, and they share
+/// the platform's tenant, so this also serialises every step on a global skill.
+fn lock_skill(s: &AppState, p: &Principal, name: &str) -> registry_core::locks::KeyGuard {
+    s.skill_locks.lock(&format!("{}|{name}", p.tenant))
+}
+
+/// Parsed archives by blob key, so serving one file of a version does not unpack the whole
+/// archive again; bounded by the archives' total size.
+#[derive(Default)]
+pub struct ArchiveCache {
+    inner: parking_lot::Mutex<ArchiveCacheInner>,
+}
+
+#[derive(Default)]
+struct ArchiveCacheInner {
+    entries:
+        std::collections::HashMap<String, (std::sync::Arc<skills_sdk::SkillArchive>, usize, u64)>,
+    bytes: usize,
+    tick: u64,
+}
+
+/// Archive bytes the cache keeps at most (least recently used ones go first).
+const ARCHIVE_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+impl ArchiveCache {
+    fn get_or_load(
+        &self,
+        key: &str,
+        load: impl FnOnce() -> ApiResult<(skills_sdk::SkillArchive, usize)>,
+    ) -> ApiResult<std::sync::Arc<skills_sdk::SkillArchive>> {
+        {
+            let mut c = self.inner.lock();
+            c.tick += 1;
+            let tick = c.tick;
+            if let Some(e) = c.entries.get_mut(key) {
+                e.2 = tick;
+                return Ok(e.0.clone());
+            }
+        }
+        let (archive, size) = load()?;
+        let archive = std::sync::Arc::new(archive);
+        let mut c = self.inner.lock();
+        while c.bytes + size > ARCHIVE_CACHE_BYTES && !c.entries.is_empty() {
+            let oldest = c
+                .entries
+                .iter()
+                .min_by_key(|(_, e)| e.2)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest
+                && let Some(e) = c.entries.remove(&k)
+            {
+                c.bytes -= e.1;
+            }
+        }
+        if size <= ARCHIVE_CACHE_BYTES {
+            c.tick += 1;
+            let tick = c.tick;
+            c.bytes += size;
+            c.entries
+                .insert(key.to_string(), (archive.clone(), size, tick));
+        }
+        Ok(archive)
+    }
+
+    /// Drops an archive whose blob was deleted.
+    pub fn forget(&self, key: &str) {
+        let mut c = self.inner.lock();
+        if let Some(e) = c.entries.remove(key) {
+            c.bytes -= e.1;
+        }
+    }
+}
 
 /// When set, lifecycle steps skip the per-step index write and [`reindex`] catches up later
 /// (bulk loads such as the benchmark's setup).
@@ -190,8 +269,12 @@ pub struct VersionBody {
     pub version: String,
     /// Canonical tree digest, `sha256:<hex>`.
     pub digest: String,
-    /// sha256 (hex) of the archive bytes: the blob key.
+    /// sha256 (hex) of the archive bytes.
     pub archive_sha256: String,
+    /// The key of the archive in the blob store, private to the version's tenant (absent in
+    /// versions stored before such keys: their blob is keyed by `archive_sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_blob: Option<String>,
     pub archive_size: u64,
     pub author: String,
     pub scope: String,
@@ -295,15 +378,18 @@ fn scope_label(s: &Scope) -> String {
     }
 }
 
+/// An event about an asset in `scope`: filed under the scope's tenant (none for the global
+/// scope, whose events every tenant's audit shows).
 fn audit(
     p: &Principal,
     action: &str,
+    scope: &Scope,
     asset: &str,
     before: Option<String>,
     after: Option<String>,
 ) -> AuditDraft {
     AuditDraft::new(p.user.clone(), action)
-        .tenant(p.tenant.clone())
+        .in_scope(scope)
         .asset(asset.to_string())
         .hashes(before, after)
 }
@@ -325,9 +411,8 @@ fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> ApiRe
     recs.into_iter().map(Loaded::of).collect()
 }
 
-/// Every version of `name` the principal may see, from the most specific scope that has the
-/// name (a tenant's own skill shadows a global one of the same name). Empty: 404.
-pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Loaded>> {
+/// Every version of `name` the principal may see, grouped by scope, deepest scope first.
+fn versions_by_scope(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Vec<Loaded>>> {
     let mut recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         tenant: Some(p.tenant.clone()),
@@ -343,22 +428,44 @@ pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Ve
         heads_only: true,
         ..Default::default()
     })?);
-    recs.retain(|r| p.can_see(&r.meta.scope, &r.meta.acl));
-    let Some(deepest) = recs.iter().map(|r| r.meta.scope.path_keys().len()).max() else {
-        return Err(ApiError::not_found(format!("no skill {name}")));
-    };
-    let mut out: Vec<Loaded> = recs
-        .into_iter()
-        .filter(|r| r.meta.scope.path_keys().len() == deepest)
-        .map(Loaded::of)
-        .collect::<ApiResult<_>>()?;
-    out.sort_by_key(Loaded::semver);
-    Ok(out)
+    recs.retain(|r| p.can_see(&r.meta));
+    let mut groups: std::collections::BTreeMap<std::cmp::Reverse<usize>, Vec<Loaded>> =
+        Default::default();
+    for r in recs {
+        let depth = r.meta.scope.path_keys().len();
+        groups
+            .entry(std::cmp::Reverse(depth))
+            .or_default()
+            .push(Loaded::of(r)?);
+    }
+    Ok(groups
+        .into_values()
+        .map(|mut g| {
+            g.sort_by_key(Loaded::semver);
+            g
+        })
+        .collect())
 }
 
-pub fn find_version(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
-    visible_versions(s, p, name)?
+/// Every version of `name` the principal may see, from the scope that answers for the name: the
+/// most specific one with a released version (a tenant's own release shadows a global skill
+/// of the same name; a tenant's mere draft does not), else the most specific one. Empty: 404.
+pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Loaded>> {
+    let groups = versions_by_scope(s, p, name)?;
+    let released = groups
+        .iter()
+        .position(|g| g.iter().any(|l| l.body.state.is_released()));
+    groups
         .into_iter()
+        .nth(released.unwrap_or(0))
+        .ok_or_else(|| ApiError::not_found(format!("no skill {name}")))
+}
+
+/// `name@version` in the most specific scope that has that version.
+pub fn find_version(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+    versions_by_scope(s, p, name)?
+        .into_iter()
+        .flatten()
         .find(|l| l.body.version == version)
         .ok_or_else(|| ApiError::not_found(format!("no skill {name}@{version}")))
 }
@@ -373,7 +480,7 @@ pub fn find_by_digest(s: &AppState, p: &Principal, digest: &str) -> ApiResult<Lo
     })?;
     recs.into_iter()
         .filter(|r| {
-            p.can_see(&r.meta.scope, &r.meta.acl)
+            p.can_see(&r.meta)
                 && r.lookup_key
                     .as_deref()
                     .is_some_and(|k| !k.starts_with(RELEASE_PREFIX))
@@ -447,7 +554,7 @@ pub fn publish(
         }));
     }
     let digest = archive.digest().to_string();
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, &name);
     let existing = versions_in_scope(s.store.as_ref(), &scope, &name)?;
     if let Some(prev) = existing
         .iter()
@@ -465,7 +572,9 @@ pub fn publish(
         )
         .with_details(serde_json::json!({"existing_digest": prev.body.digest, "digest": digest})));
     }
-    let archive_sha = s.blobs.put(bytes)?;
+    let archive_sha = registry_core::hash::sha256_hex(bytes);
+    let namespace = scope.tenant.clone().unwrap_or_else(|| "global".to_string());
+    let archive_blob = s.blobs.put_in(&namespace, bytes)?;
     let mut entry = DiscoverEntry::from_skill(&skill, Some(archive.tree()));
     entry.version = Some(version.clone());
     let rendered = entry.render();
@@ -491,6 +600,7 @@ pub fn publish(
         version: version.to_string(),
         digest: digest.clone(),
         archive_sha256: archive_sha,
+        archive_blob: Some(archive_blob),
         archive_size: bytes.len() as u64,
         author: p.user.clone(),
         scope: label,
@@ -526,6 +636,7 @@ pub fn publish(
         WriteOp::Audit(audit(
             p,
             "skill.publish",
+            &rec.meta.scope,
             &id,
             None,
             Some(digest_hex(&digest)),
@@ -569,7 +680,14 @@ fn step(
     let hash = Some(digest_hex(&next.body.digest));
     let mut ops = vec![
         WriteOp::PutVersion(Box::new(next.rec.clone())),
-        WriteOp::Audit(audit(p, action, &next.rec.meta.id, hash.clone(), hash)),
+        WriteOp::Audit(audit(
+            p,
+            action,
+            &next.rec.meta.scope,
+            &next.rec.meta.id,
+            hash.clone(),
+            hash,
+        )),
     ];
     let index = release_ops(s, p, &next, pointer, &mut ops)?;
     s.store.commit(ops)?;
@@ -606,15 +724,38 @@ fn discover_text(e: &DiscoverView) -> String {
 
 fn index_doc(rec: &AssetRecord, entry: &DiscoverView) -> TextDoc {
     TextDoc {
-        keys: IndexKeys {
-            asset_id: rec.meta.id.clone(),
-            kind: AssetKind::SkillVersion,
-            scope_key: rec.meta.scope.key(),
-            acl_keys: rec.meta.acl.keys(),
-            tags: vec![DISCOVER_TAG.to_string()],
-        },
+        keys: IndexKeys::of(
+            &rec.meta,
+            AssetKind::SkillVersion,
+            vec![DISCOVER_TAG.to_string()],
+        ),
         text: discover_text(entry),
     }
+}
+
+/// The discover entries of every current release, as the text index should hold them.
+pub fn current_index_docs(s: &AppState) -> ApiResult<Vec<TextDoc>> {
+    let recs = s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillVersion),
+        heads_only: true,
+        statuses: Some(vec![AssetStatus::Active]),
+        ..Default::default()
+    })?;
+    let mut docs = vec![];
+    for r in recs {
+        if !r
+            .lookup_key
+            .as_deref()
+            .is_some_and(|k| k.starts_with(RELEASE_PREFIX))
+        {
+            continue;
+        }
+        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+        if let Some(t) = b.current {
+            docs.push(index_doc(&r, &t.entry));
+        }
+    }
+    Ok(docs)
 }
 
 fn load_pointer(
@@ -734,6 +875,7 @@ fn release_ops(
     ops.push(WriteOp::Audit(audit(
         p,
         "skill.release",
+        &rec.meta.scope,
         &id,
         before,
         Some(after),
@@ -743,6 +885,24 @@ fn release_ops(
         Some(t) => IndexOp::Upsert(index_doc(&rec, &t.entry)),
         None => IndexOp::Delete(id),
     }))
+}
+
+/// Free text on a lifecycle step: bounded, one line.
+fn check_note(field: &str, v: Option<&str>) -> ApiResult<()> {
+    match v {
+        Some(t)
+            if t.chars().count() > MAX_NOTE_CHARS
+                || t.chars().any(|c| c.is_control() && c != '\n') =>
+        {
+            Err(ApiError::validation(format!(
+                "{field} must be at most {MAX_NOTE_CHARS} characters"
+            ))
+            .with_details(
+                serde_json::json!({"field": field, "reason": "invalid", "limit": MAX_NOTE_CHARS}),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn require_write(p: &Principal, l: &Loaded) -> ApiResult<()> {
@@ -775,7 +935,7 @@ pub fn record_tests(
     version: &str,
     req: TestResultsRequest,
 ) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     check_transition(cur.body.state, "test")?;
@@ -841,10 +1001,32 @@ pub fn review(
     version: &str,
     req: ReviewRequest,
 ) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
-    if !p.has_role(Role::Reviewer) {
-        return Err(ApiError::forbidden("the reviewer role is required"));
+    if !p.can_review_in(&cur.rec.meta.scope) {
+        return Err(ApiError::forbidden(
+            if cur.rec.meta.scope.tenant.is_none() {
+                "reviewing a global skill needs a platform reviewer"
+            } else {
+                "the reviewer role in the skill's tenant is required"
+            },
+        ));
+    }
+    if req.comment.chars().count() > MAX_REVIEW_COMMENT_CHARS {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a review comment is at most {MAX_REVIEW_COMMENT_CHARS} characters"),
+        )
+        .with_details(serde_json::json!({"field": "comment", "reason": "too_large", "limit": MAX_REVIEW_COMMENT_CHARS})));
+    }
+    if cur.body.reviews.len() >= MAX_REVIEWS {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("{name}@{version} has {MAX_REVIEWS} reviews already; publish a new version"),
+        )
+        .with_details(
+            serde_json::json!({"field": "reviews", "reason": "limit", "limit": MAX_REVIEWS}),
+        ));
     }
     if cur.body.author == p.user {
         return Err(
@@ -869,7 +1051,7 @@ pub fn review(
 }
 
 pub fn promote(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     check_transition(cur.body.state, "promote")?;
@@ -905,14 +1087,16 @@ pub fn deprecate(
     version: &str,
     req: DeprecateRequest,
 ) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     check_transition(cur.body.state, "deprecate")?;
     if req.message.trim().is_empty() {
         return Err(ApiError::validation("a deprecation needs a message")
-            .with_details(serde_json::json!({"field": "message"})));
+            .with_details(serde_json::json!({"field": "message", "reason": "empty"})));
     }
+    check_note("message", Some(&req.message))?;
+    check_note("replacement", req.replacement.as_deref())?;
     let mut body = cur.body.clone();
     body.state = LifecycleState::Deprecated;
     body.deprecation = Some(Deprecation {
@@ -937,10 +1121,11 @@ pub fn yank(
     version: &str,
     req: YankRequest,
 ) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     check_transition(cur.body.state, "yank")?;
+    check_note("reason", req.reason.as_deref())?;
     let mut body = cur.body.clone();
     body.yanked_from = Some(cur.body.state);
     body.yank_reason = req.reason;
@@ -959,12 +1144,18 @@ pub fn delete_version(
     version: &str,
     reason: Option<String>,
 ) -> ApiResult<registry_core::deletion::Receipt> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
+    let governs = p.governs(&cur.rec.meta.scope);
+    if cur.body.author != p.user && !governs {
+        return Err(ApiError::forbidden(
+            "only its author or an admin of its scope deletes a version",
+        ));
+    }
     let deletable = !cur.body.state.is_released() && cur.body.state != LifecycleState::Published;
     if !deletable {
-        let admin = p.has_role(registry_core::principal::Role::Admin);
+        let admin = governs;
         if !admin || reason.as_deref().is_none_or(|r| r.trim().is_empty()) {
             return Err(CoreError::InvalidTransition {
                 from: cur.body.state.as_str().into(),
@@ -987,18 +1178,21 @@ pub fn delete_version(
             ));
         }
     }
-    let reason = reason.unwrap_or_else(|| format!("skill version {name}@{version} deleted"));
-    crate::routes::deletion::delete_assets(
+    let reason = crate::routes::deletion::checked_reason(reason)?
+        .unwrap_or_else(|| format!("skill version {name}@{version} deleted"));
+    let receipt = crate::routes::deletion::delete_assets(
         s,
         p,
         std::slice::from_ref(&cur.rec.meta.id),
         registry_core::deletion::DeletionLevel::Purged,
         &reason,
-    )
+    )?;
+    s.archives.forget(blob_key(&cur));
+    Ok(receipt)
 }
 
 pub fn unyank(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     check_transition(cur.body.state, "unyank")?;
@@ -1026,7 +1220,7 @@ pub fn rollback(
     name: &str,
     req: RollbackRequest,
 ) -> ApiResult<Loaded> {
-    let _guard = WRITE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = lock_skill(s, p, name);
     let all = visible_versions(s, p, name)?;
     let digest = req.digest.as_deref().map(parse_digest).transpose()?;
     let target = all
@@ -1136,13 +1330,21 @@ pub fn discover(
     let mut seen = BTreeSet::new();
     let mut out = vec![];
     // Deepest scope first, so a tenant's skill shadows a global one of the same name.
-    let mut recs: Vec<_> = recs
-        .into_iter()
-        .filter(|r| p.can_see(&r.meta.scope, &r.meta.acl))
-        .collect();
-    if q.is_none() {
-        recs.sort_by_key(|r| std::cmp::Reverse(r.meta.scope.path_keys().len()));
-    }
+    let recs: Vec<_> = recs.into_iter().filter(|r| p.can_see(&r.meta)).collect();
+    // A name is answered by its most specific scope's release: keep, per name, only the
+    // pointer of the deepest scope.
+    let deepest: std::collections::HashMap<String, usize> =
+        recs.iter().fold(Default::default(), |mut m, r| {
+            let name = r.lookup_key.clone().unwrap_or_default();
+            let d = r.meta.scope.path_keys().len();
+            let e = m.entry(name).or_insert(d);
+            *e = (*e).max(d);
+            m
+        });
+    let recs = recs.into_iter().filter(|r| {
+        deepest.get(&r.lookup_key.clone().unwrap_or_default())
+            == Some(&r.meta.scope.path_keys().len())
+    });
     for r in recs {
         let Ok(b) = serde_json::from_value::<ReleaseBody>(r.body) else {
             continue;
@@ -1234,17 +1436,34 @@ pub fn executable_check(
     (reasons.is_empty(), reasons)
 }
 
+fn blob_key(l: &Loaded) -> &str {
+    l.body
+        .archive_blob
+        .as_deref()
+        .unwrap_or(&l.body.archive_sha256)
+}
+
 /// The archive bytes of a version.
 pub fn archive_bytes(s: &AppState, l: &Loaded) -> ApiResult<Vec<u8>> {
     s.blobs
-        .get(&l.body.archive_sha256)?
+        .get(blob_key(l))?
         .ok_or_else(|| ApiError::internal(format!("archive blob of {} is missing", l.body.digest)))
+}
+
+/// The parsed archive of a version, from the cache when it is there.
+pub fn archive(s: &AppState, l: &Loaded) -> ApiResult<std::sync::Arc<skills_sdk::SkillArchive>> {
+    s.archives.get_or_load(blob_key(l), || {
+        let bytes = archive_bytes(s, l)?;
+        let size = bytes.len();
+        let parsed = skills_sdk::read_archive(&bytes, &limits()).map_err(ApiError::internal)?;
+        let unpacked: u64 = parsed.tree().files().iter().map(|f| f.size).sum();
+        Ok((parsed, size.max(unpacked as usize)))
+    })
 }
 
 /// The `SKILL.md` body of a version.
 pub fn instructions(s: &AppState, l: &Loaded) -> ApiResult<String> {
-    let bytes = archive_bytes(s, l)?;
-    let archive = skills_sdk::read_archive(&bytes, &limits()).map_err(ApiError::internal)?;
+    let archive = archive(s, l)?;
     let report = skills_sdk::validate_archive(&archive, ValidationMode::Lenient);
     report
         .skill
@@ -1253,13 +1472,9 @@ pub fn instructions(s: &AppState, l: &Loaded) -> ApiResult<String> {
 }
 
 pub fn file(s: &AppState, l: &Loaded, path: &str) -> ApiResult<skills_sdk::ArchivedFile> {
-    let bytes = archive_bytes(s, l)?;
-    skills_sdk::read_archive_file(&bytes, path, &limits()).map_err(|e| match e {
-        skills_sdk::SdkError::FileNotInArchive(_) => {
-            ApiError::not_found(format!("no file {path:?} in {}", l.body.digest))
-        }
-        e => archive_error(e),
-    })
+    archive(s, l)?
+        .file(path)
+        .ok_or_else(|| ApiError::not_found(format!("no file {path:?} in {}", l.body.digest)))
 }
 
 /// Does `req` (a semver range) match any released, non-yanked version? Used by lock

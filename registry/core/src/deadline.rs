@@ -1,0 +1,166 @@
+//! Deadlines for blocking work: a request either answers with its outcome or is cancelled
+//! before anything is committed.
+//!
+//! The caller that waits (the server, for an HTTP request or an MCP call) creates a
+//! [`Deadline`] and runs the work inside [`Deadline::run`] on a blocking thread. The work calls
+//! [`check`] between slow steps (embedding batches, loops over candidates) and every store
+//! calls [`begin_commit`] before its first write. The two sides race through one atomic state:
+//!
+//! - `Running` → `Committed` (the work reached its first write before the deadline: from then
+//!   on it finishes, and the waiter waits for its real outcome, so a write is never answered as
+//!   timed out after it committed);
+//! - `Running` → `Cancelled` (the waiter gave up first, or the work found the deadline past:
+//!   the work stops at its next check or commit, and nothing is written).
+//!
+//! Work run without a deadline (jobs, the CLI, tests) is never cancelled.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::error::{CoreError, CoreResult};
+
+const RUNNING: u8 = 0;
+const COMMITTED: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// A point in time after which uncommitted work is cancelled.
+#[derive(Debug, Clone)]
+pub struct Deadline {
+    at: Instant,
+    state: Arc<AtomicU8>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Deadline>> = const { RefCell::new(None) };
+}
+
+impl Deadline {
+    pub fn at(at: Instant) -> Deadline {
+        Deadline {
+            at,
+            state: Arc::new(AtomicU8::new(RUNNING)),
+        }
+    }
+
+    pub fn after(d: Duration) -> Deadline {
+        Deadline::at(Instant::now() + d)
+    }
+
+    pub fn instant(&self) -> Instant {
+        self.at
+    }
+
+    /// Time left (zero once passed).
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Runs `f` with this deadline as the current thread's, restoring the previous one after.
+    pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {
+        struct Restore(Option<Deadline>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let prev = self.0.take();
+                CURRENT.with(|c| *c.borrow_mut() = prev);
+            }
+        }
+        let prev = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        let _restore = Restore(prev);
+        f()
+    }
+
+    /// The waiter gives up: true if the work had not committed (it will write nothing), false
+    /// if it already committed (wait for its outcome instead).
+    pub fn cancel(&self) -> bool {
+        match self
+            .state
+            .compare_exchange(RUNNING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => true,
+            Err(s) => s == CANCELLED,
+        }
+    }
+
+    /// Whether the work has committed something.
+    pub fn committed(&self) -> bool {
+        self.state.load(Ordering::Acquire) == COMMITTED
+    }
+
+    fn expired_error(&self) -> CoreError {
+        CoreError::DeadlineExceeded
+    }
+
+    fn check_now(&self) -> CoreResult<()> {
+        match self.state.load(Ordering::Acquire) {
+            COMMITTED => Ok(()),
+            CANCELLED => Err(self.expired_error()),
+            _ if Instant::now() >= self.at => {
+                // Past the deadline and not committed: cancel, so the waiter answers the timeout.
+                self.cancel();
+                if self.committed() {
+                    Ok(())
+                } else {
+                    Err(self.expired_error())
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn begin_commit_now(&self) -> CoreResult<()> {
+        self.check_now()?;
+        match self
+            .state
+            .compare_exchange(RUNNING, COMMITTED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(()),
+            Err(COMMITTED) => Ok(()),
+            Err(_) => Err(self.expired_error()),
+        }
+    }
+}
+
+/// Fails with [`CoreError::DeadlineExceeded`] when the current work's deadline has passed (or
+/// its waiter gave up) and it has committed nothing yet. Without a deadline: always `Ok`.
+pub fn check() -> CoreResult<()> {
+    CURRENT.with(|c| c.borrow().as_ref().map_or(Ok(()), Deadline::check_now))
+}
+
+/// Called by a store before its first write: from here on the work is committed and runs to
+/// its end; fails instead when the deadline passed first.
+pub fn begin_commit() -> CoreResult<()> {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .map_or(Ok(()), Deadline::begin_commit_now)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_past_its_deadline_commits_nothing_and_committed_work_is_not_cancelled() {
+        let d = Deadline::after(Duration::from_secs(60));
+        assert!(d.run(begin_commit).is_ok());
+        assert!(!d.cancel(), "a committed run cannot be cancelled");
+        assert!(d.run(check).is_ok());
+
+        let late = Deadline::at(Instant::now() - Duration::from_millis(1));
+        assert!(matches!(
+            late.run(begin_commit),
+            Err(CoreError::DeadlineExceeded)
+        ));
+        assert!(late.cancel());
+
+        let waiter_gave_up = Deadline::after(Duration::from_secs(60));
+        assert!(waiter_gave_up.cancel());
+        assert!(waiter_gave_up.run(check).is_err());
+        assert!(waiter_gave_up.run(begin_commit).is_err());
+        // Outside any deadline nothing is ever cancelled.
+        assert!(begin_commit().is_ok() && check().is_ok());
+    }
+}
