@@ -64,6 +64,10 @@ pub enum SdkError {
     FileNotInArchive(String),
     #[error("invalid digest string: {0:?}")]
     InvalidDigest(String),
+    /// Front matter that cannot be read at all (bad YAML, too large, anchors): its code is the
+    /// diagnostic's rule code, so the same problem has the same code in both places.
+    #[error("{0}")]
+    FrontMatter(Box<Diagnostic>),
 }
 
 impl SdkError {
@@ -92,6 +96,7 @@ impl SdkError {
             Self::DestinationNotEmpty(_) => "destination.not_empty",
             Self::FileNotInArchive(_) => "archive.file_not_found",
             Self::InvalidDigest(_) => "digest.invalid",
+            Self::FrontMatter(d) => d.rule.code(),
         }
     }
 

@@ -9,6 +9,7 @@ use serde_yaml::Value;
 use unicode_normalization::UnicodeNormalization;
 
 use crate::diagnostic::{Diagnostic, Rule, ValidationMode};
+use crate::error::{SdkError, SdkResult};
 
 pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_DESCRIPTION_LEN: usize = 1024;
@@ -76,6 +77,19 @@ pub fn split_skill_md(content: &str) -> Result<SkillMdParts<'_>, Rule> {
         offset += line.len();
     }
     Err(Rule::FrontmatterUnclosed)
+}
+
+/// The front matter `yaml` (the first part of [`split_skill_md`]) as a JSON object, value for
+/// value as YAML reads it (numbers stay numbers), for serving it beside the file.
+pub fn frontmatter_json(yaml: &str) -> SdkResult<serde_json::Map<String, serde_json::Value>> {
+    serde_yaml::from_str(yaml).map_err(|e| {
+        SdkError::FrontMatter(Box::new(Diagnostic::error(
+            "SKILL.md",
+            None,
+            Rule::FrontmatterSyntax,
+            format!("invalid YAML in front matter: {e}"),
+        )))
+    })
 }
 
 /// Parses and checks the text of `SKILL.md`.

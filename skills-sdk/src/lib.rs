@@ -20,7 +20,7 @@ pub use archive::{
 pub use diagnostic::{Diagnostic, Rule, Severity, ValidationMode};
 pub use disclosure::{DiscoverEntry, Risk, estimate_tokens, short_description};
 pub use error::{SdkError, SdkResult};
-pub use frontmatter::{Frontmatter, parse_skill_md};
+pub use frontmatter::{Frontmatter, frontmatter_json, parse_skill_md};
 pub use manifest::{Contract, Manifest, Requirements, SkillScope, TestSpec, parse_manifest};
 pub use scaffold::init_skill;
 pub use skill::{

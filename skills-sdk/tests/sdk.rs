@@ -36,7 +36,7 @@ mod reference_agreement {
     use super::*;
     use skills_sdk::{Rule, validate_dir};
 
-    fn shared_data() -> PathBuf {
+    pub(super) fn shared_data() -> PathBuf {
         match std::env::var_os("REGISTRY_SHARED_DATA") {
             Some(p) => PathBuf::from(p),
             None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
@@ -652,5 +652,193 @@ mod attacks {
             a.paths().collect::<Vec<_>>(),
             ["SKILL.md", "references/a.md"]
         );
+    }
+}
+
+/// Pins what the front matter of real and tricky `SKILL.md` files reads as, so that a change of
+/// YAML parser cannot change a verdict, a value or the served JSON unnoticed. The snapshots
+/// were first recorded with `serde_yaml` 0.9.
+mod frontmatter_compat {
+    use super::*;
+    use serde_json::{Value, json};
+    use skills_sdk::frontmatter::{frontmatter_json, parse_skill_md, split_skill_md};
+
+    fn read(text: &str, mode: ValidationMode) -> Value {
+        let (fm, body, diags) = parse_skill_md("SKILL.md", text, None, mode);
+        json!({
+            "codes": diags.iter().map(|d| format!("{}{}", d.rule.code(), if d.is_error() { "" } else { " (warning)" })).collect::<Vec<_>>(),
+            "frontmatter": fm,
+            "body": body,
+        })
+    }
+
+    fn served(text: &str) -> Value {
+        let text = text.replace("\r\n", "\n");
+        match split_skill_md(&text) {
+            Err(rule) => json!({ "split_error": rule.code() }),
+            Ok(parts) => match frontmatter_json(parts.yaml) {
+                Ok(map) => Value::Object(map),
+                Err(e) => json!({ "error": e.code() }),
+            },
+        }
+    }
+
+    fn case(yaml: &str) -> Value {
+        let text = format!("---\n{yaml}---\nbody\n");
+        json!({
+            "yaml": yaml,
+            "strict": read(&text, ValidationMode::Strict),
+            "lenient": read(&text, ValidationMode::Lenient),
+            "served": served(&text),
+        })
+    }
+
+    #[test]
+    fn tricky_front_matter_reads_as_before() {
+        let cases = [
+            "name: a\ndescription: x\n",
+            "",
+            "# only a comment\n",
+            "name: a\ndescription: |\n  line one\n  line two\n\nlicense: >-\n  folded\n  text\n",
+            "name: \"quoted\\tname\"\ndescription: 'it''s'\n",
+            "{name: flow, description: \"in flow\", allowed-tools: [Read, Write]}\n",
+            "name: a\ndescription: x\nallowed-tools: Bash(git:*) Read  Write\n",
+            "name: a\ndescription: x\nallowed-tools:\n  - Read\n  - ''\n  - 3\n",
+            "name: a\ndescription: x\nallowed-tools: 3\n",
+            "name: a\ndescription: x\nmetadata: [1, 2]\n",
+            "name: a\ndescription: x\nmetadata: ~\n",
+            "name: a\ndescription: x\nmetadata:\n  k: [1]\n  ? [complex]\n  : v\n",
+            "name: a\ndescription: x\nmetadata:\n  1: one\n  true: yes\n",
+            "name: 123\ndescription: true\n",
+            "name: !!str 123\ndescription: !custom tagged\n",
+            "name: a\ndescription: x\nversion: 1.2.0\nauthor:\n  name: me\n  tags: [a, b]\nnum: 5\nfl: 2.5\nnothing: ~\n",
+            "name: a\nname: b\ndescription: x\n",
+            "name: a\ndescription: x\nmetadata:\n  k: 1\n  k: 2\n",
+            "name:\n  nested: 1\ndescription: x\n",
+            "name: [unclosed\n",
+            "- a\n- b\n",
+            "just a string\n",
+            "name: a\ndescription: x\n...\n",
+            "name: a\ndescription: x\n...\nname: b\n",
+            "? name\n: a\ndescription: x\n",
+            "name: a\ndescription: x\n\"quoted key\": v\n",
+            "name: é-ü\ndescription: ünïcödé ✓\n",
+            "name: a\ndescription: x\ncompatibility: ''\nlicense: ~\n",
+            "name: a\ndescription: \"  \"\n",
+            "name: a\ndescription: x\n\tbad: tab\n",
+        ];
+        let out: Vec<Value> = cases.iter().map(|c| case(c)).collect();
+        insta::assert_json_snapshot!("tricky_front_matter", out);
+    }
+
+    #[test]
+    fn scalars_read_as_before() {
+        let values = [
+            "3",
+            "1.50",
+            "true",
+            "True",
+            "TRUE",
+            "tRUE",
+            "~",
+            "null",
+            "Null",
+            "",
+            "0x1F",
+            "0o17",
+            "0b101",
+            "0123",
+            "-0123",
+            "+0123",
+            "-5",
+            "+7",
+            "-0x1F",
+            "0x-1",
+            ".inf",
+            "-.inf",
+            "+.inf",
+            ".nan",
+            ".NaN",
+            "nan",
+            "inf",
+            "1e3",
+            "1.0",
+            "1e16",
+            "0.1",
+            "1.",
+            ".5",
+            "-.5",
+            "+-1",
+            "0x",
+            "1_000",
+            "123456789012345678901234567890",
+            "-123456789012345678901234567890",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "'3'",
+            "\"4\"",
+            "yes",
+            "no",
+            "2024-01-02",
+            "1.10",
+            "1.2.3",
+            "!!str 5",
+            "!!int 42",
+            "!!int \"42\"",
+            "!!float 1",
+            "!!bool true",
+            "!!null ~",
+            "!!int x",
+            "!custom 5",
+            "!custom '5'",
+            "|\n    block",
+        ];
+        let out: Vec<Value> = values
+            .iter()
+            .map(|v| {
+                let text =
+                    format!("---\nname: a\ndescription: x\nmetadata:\n  k: {v}\nx: {v}\n---\n");
+                let (fm, _, diags) =
+                    parse_skill_md("SKILL.md", &text, None, ValidationMode::Lenient);
+                let codes: Vec<_> = diags
+                    .iter()
+                    .filter(|d| d.is_error())
+                    .map(|d| d.rule.code())
+                    .collect();
+                json!({
+                    "value": v,
+                    "errors": codes,
+                    "metadata": fm.as_ref().map(|f| f.metadata.get("k").cloned()),
+                    "extra": fm.as_ref().map(|f| f.extra.get("x").cloned()),
+                    "served": served(&text).get("x").cloned().unwrap_or_else(|| served(&text)),
+                })
+            })
+            .collect();
+        insta::assert_json_snapshot!("scalars", out);
+    }
+
+    #[test]
+    fn public_skills_read_as_before() {
+        let root = reference_agreement::shared_data().join("skills-public");
+        let tsv = fs::read_to_string(root.join("expected-verdicts.tsv")).unwrap();
+        let mut out = serde_json::Map::new();
+        for line in tsv.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let rel = line.split('\t').nth(1).unwrap();
+            let report = skills_sdk::validate_dir(&root.join(rel), ValidationMode::Strict).unwrap();
+            let text = fs::read_to_string(root.join(rel).join("SKILL.md")).unwrap();
+            let (fm, _, _) = parse_skill_md("SKILL.md", &text, None, ValidationMode::Lenient);
+            out.insert(
+                rel.to_owned(),
+                json!({
+                    "codes": report.diagnostics.iter().map(|d| d.rule.code()).collect::<Vec<_>>(),
+                    "frontmatter": fm,
+                    "served": served(&text),
+                }),
+            );
+        }
+        assert!(out.len() >= 24);
+        insta::assert_json_snapshot!("public_skills", out);
     }
 }
