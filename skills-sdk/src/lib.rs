@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod scaffold;
 pub mod skill;
 pub mod tree;
+mod yaml;
 
 /// Re-exported because [`Manifest::version`] and [`Skill::version`] are `semver::Version`s.
 pub use semver;

@@ -657,7 +657,10 @@ mod attacks {
 
 /// Pins what the front matter of real and tricky `SKILL.md` files reads as, so that a change of
 /// YAML parser cannot change a verdict, a value or the served JSON unnoticed. The snapshots
-/// were first recorded with `serde_yaml` 0.9.
+/// were first recorded with `serde_yaml` 0.9; with `saphyr-parser` every verdict, diagnostic
+/// and validated value stayed the same, and only the served JSON of inputs `serde_yaml` could
+/// not serve changed (a foreign tag is now `{"!tag": value}` instead of an error; a repeated
+/// key, which validation always refused, is now refused there too).
 mod frontmatter_compat {
     use super::*;
     use serde_json::{Value, json};
@@ -840,5 +843,137 @@ mod frontmatter_compat {
         }
         assert!(out.len() >= 24);
         insta::assert_json_snapshot!("public_skills", out);
+    }
+}
+
+/// The front-matter attacks of the security review (issue #12 item 2), each performed for real.
+mod frontmatter_attacks {
+    use super::*;
+    use skills_sdk::archive::{append_file, gzip};
+    use skills_sdk::frontmatter::{
+        MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH, MAX_FRONTMATTER_NODES, MAX_SKILL_MD_BYTES,
+        frontmatter_json, parse_skill_md,
+    };
+    use skills_sdk::{read_archive, validate_archive};
+
+    /// Nine levels of nine aliases each: about 387 million "lol"s once expanded, in 600 bytes.
+    fn billion_laughs() -> String {
+        let mut y = String::from(
+            "name: demo\ndescription: laughs\nl0: &l0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n",
+        );
+        for i in 1..9 {
+            let p = format!("*l{}", i - 1);
+            y.push_str(&format!("l{i}: &l{i} [{}]\n", [p.as_str(); 9].join(",")));
+        }
+        y
+    }
+
+    fn codes(text: &str) -> Vec<&'static str> {
+        let (_, _, d) = parse_skill_md("SKILL.md", text, None, ValidationMode::Lenient);
+        d.iter().map(|d| d.rule.code()).collect()
+    }
+
+    #[test]
+    fn an_alias_bomb_in_front_matter_is_refused_fast() {
+        let yaml = billion_laughs();
+        assert!(yaml.len() < 1024, "{}", yaml.len());
+        let skill_md = format!("---\n{yaml}---\nbody\n");
+        // Validation, as on publish: refused by the alias rule, at the first anchor.
+        assert_eq!(codes(&skill_md), ["frontmatter.alias"]);
+        // The same through an archive, the way the 405-byte attack reached the server.
+        let mut b = tar::Builder::new(Vec::new());
+        append_file(&mut b, "SKILL.md", false, skill_md.as_bytes()).unwrap();
+        let bytes = gzip(&b.into_inner().unwrap()).unwrap();
+        let archive = read_archive(&bytes, &ArchiveLimits::default()).unwrap();
+        let report = validate_archive(&archive, ValidationMode::Lenient);
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["frontmatter.alias"]);
+        assert!(report.skill.is_none());
+        // And when serving a stored front matter.
+        assert_eq!(
+            frontmatter_json(&yaml).unwrap_err().code(),
+            "frontmatter.alias"
+        );
+    }
+
+    #[test]
+    fn a_single_anchor_or_alias_is_refused() {
+        assert_eq!(
+            codes("---\nname: &n demo\ndescription: d\n---\n"),
+            ["frontmatter.alias"]
+        );
+        assert_eq!(
+            codes("---\nname: demo\ndescription: d\nmetadata: &m {a: b}\nx: *m\n---\n"),
+            ["frontmatter.alias"]
+        );
+        assert_eq!(
+            codes("---\nbase: &b {name: demo}\n<<: *b\ndescription: d\n---\n"),
+            ["frontmatter.alias"]
+        );
+    }
+
+    #[test]
+    fn a_front_matter_over_its_size_limit_is_refused() {
+        let pad = "x".repeat(MAX_FRONTMATTER_BYTES);
+        let text = format!("---\nname: demo\ndescription: d\nlicense: {pad}\n---\n");
+        assert_eq!(codes(&text), ["frontmatter.too_large"]);
+        assert_eq!(
+            frontmatter_json(&format!("license: {pad}\n"))
+                .unwrap_err()
+                .code(),
+            "frontmatter.too_large"
+        );
+    }
+
+    #[test]
+    fn a_skill_md_over_its_size_limit_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = demo_skill(tmp.path());
+        let body = "b".repeat(MAX_SKILL_MD_BYTES);
+        write(&dir, "SKILL.md", format!("{SKILL_MD}{body}").as_bytes());
+        let report = skills_sdk::validate_dir(&dir, ValidationMode::Strict).unwrap();
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["skill_md.too_large"]);
+    }
+
+    #[test]
+    fn deeply_nested_front_matter_is_refused() {
+        let depth = MAX_FRONTMATTER_DEPTH + 1;
+        let text = format!(
+            "---\nname: demo\ndescription: d\nx: {}{}\n---\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        assert_eq!(codes(&text), ["frontmatter.too_deep"]);
+        // 60 KB of unclosed nesting: the parser's own nesting limit (256) or ours stops it.
+        let text = format!("---\nx: {}\n---\n", "[".repeat(60_000));
+        let c = codes(&text);
+        assert!(
+            c == ["frontmatter.too_deep"] || c == ["frontmatter.syntax"],
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn front_matter_with_too_many_nodes_is_refused() {
+        let items = "1,".repeat(MAX_FRONTMATTER_NODES);
+        let text = format!("---\nname: demo\ndescription: d\nx: [{items}]\n---\n");
+        assert!(text.len() < MAX_FRONTMATTER_BYTES);
+        assert_eq!(codes(&text), ["frontmatter.too_many_nodes"]);
+    }
+
+    #[test]
+    fn a_skill_toml_over_its_size_limit_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = demo_skill(tmp.path());
+        let pad = "#".repeat(skills_sdk::manifest::MAX_MANIFEST_BYTES);
+        write(
+            &dir,
+            "skill.toml",
+            format!("owner = \"me\"\nversion = \"1.0.0\"\n{pad}\n").as_bytes(),
+        );
+        let report = skills_sdk::validate_dir(&dir, ValidationMode::Strict).unwrap();
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["manifest.too_large"]);
     }
 }
