@@ -15,8 +15,8 @@ mod yaml;
 pub use semver;
 
 pub use archive::{
-    ArchiveLimits, ArchivedFile, PackedSkill, SkillArchive, digest_of_archive, list_archive,
-    pack_dir, read_archive, read_archive_file, unpack_to,
+    ArchiveLimits, ArchivedFile, EntryBudget, PackedSkill, SkillArchive, digest_of_archive,
+    list_archive, pack_dir, read_archive, read_archive_file, unpack_to,
 };
 pub use diagnostic::{Diagnostic, Rule, Severity, ValidationMode};
 pub use disclosure::{DiscoverEntry, Risk, estimate_tokens, short_description};

@@ -441,7 +441,7 @@ mod unpack {
 mod attacks {
     use super::*;
     use skills_sdk::archive::gzip;
-    use skills_sdk::{digest_of_archive, read_archive, unpack_to};
+    use skills_sdk::{digest_of_archive, read_archive, read_archive_file, unpack_to};
     use tar::{EntryType, Header};
 
     /// Appends an entry with raw header fields: the tar crate's path setters refuse `..` and
@@ -593,10 +593,11 @@ mod attacks {
     }
 
     #[test]
-    fn gzip_bomb_of_directory_entries_stops_on_the_stream_budget() {
-        // Directory entries carry no size, so only the cap on decompressed bytes stops them.
+    fn ninety_thousand_directory_entries_are_refused_by_count() {
+        // The review's attack: 90,000 directory entries were accepted, since only regular files
+        // counted and the stream budget (58 MB) is larger than their 46 MB of headers.
         let bytes = archive(|b| {
-            for i in 0..20_000 {
+            for i in 0..90_000 {
                 raw(
                     b,
                     format!("d{i}/").as_bytes(),
@@ -606,12 +607,137 @@ mod attacks {
                 );
             }
         });
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.too_many_entries"
+        );
+        assert_eq!(
+            read_archive_file(&bytes, "SKILL.md", &ArchiveLimits::default())
+                .unwrap_err()
+                .code(),
+            "archive.too_many_entries"
+        );
+    }
+
+    #[test]
+    fn ignored_names_and_global_headers_count_as_entries() {
+        let bytes = archive(|b| {
+            for i in 0..20 {
+                raw(
+                    b,
+                    format!("__pycache__/{i}.pyc").as_bytes(),
+                    EntryType::Regular,
+                    b"x",
+                    b"",
+                );
+            }
+        });
         let limits = ArchiveLimits {
-            max_file_size: 1024,
-            max_total_size: 1024 * 1024,
-            max_files: 10,
+            max_entries: 10,
+            ..ArchiveLimits::default()
         };
-        assert_eq!(refused(&bytes, &limits), "archive.total_too_large");
+        assert_eq!(refused(&bytes, &limits), "archive.too_many_entries");
+    }
+
+    #[test]
+    fn trailing_garbage_after_the_gzip_stream_is_refused() {
+        let mut bytes = archive(|_| {});
+        assert!(read_archive(&bytes, &ArchiveLimits::default()).is_ok());
+        bytes.extend_from_slice(b"<script>served as part of the archive</script>");
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.trailing_data"
+        );
+        assert_eq!(
+            read_archive_file(&bytes, "SKILL.md", &ArchiveLimits::default())
+                .unwrap_err()
+                .code(),
+            "archive.trailing_data"
+        );
+    }
+
+    #[test]
+    fn a_second_gzip_member_is_refused() {
+        let mut bytes = archive(|_| {});
+        let mut hidden = tar::Builder::new(Vec::new());
+        raw(&mut hidden, b"hidden.md", EntryType::Regular, b"x", b"");
+        bytes.extend_from_slice(&gzip(&hidden.into_inner().unwrap()).unwrap());
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.trailing_data"
+        );
+    }
+
+    #[test]
+    fn data_after_the_tar_end_marker_is_refused_but_zero_padding_is_not() {
+        let mut b = tar::Builder::new(Vec::new());
+        raw(
+            &mut b,
+            b"SKILL.md",
+            EntryType::Regular,
+            SKILL_MD.as_bytes(),
+            b"",
+        );
+        let mut tar_bytes = b.into_inner().unwrap();
+        // `tar` pads archives to 10 KiB records with zeros: that is fine.
+        tar_bytes.resize(10 * 1024, 0);
+        let padded = gzip(&tar_bytes).unwrap();
+        assert!(read_archive(&padded, &ArchiveLimits::default()).is_ok());
+        tar_bytes.extend_from_slice(b"smuggled after the end marker");
+        assert_eq!(
+            refused(&gzip(&tar_bytes).unwrap(), &ArchiveLimits::default()),
+            "archive.data_after_end"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_gzip_trailer_is_refused() {
+        let mut bytes = archive(|_| {});
+        let crc = bytes.len() - 8;
+        bytes[crc] ^= 0xff;
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.corrupt"
+        );
+    }
+
+    #[test]
+    fn paths_over_the_length_or_depth_limit_are_refused() {
+        let deep = vec!["d"; skills_sdk::archive::DEFAULT_MAX_PATH_DEPTH + 1].join("/");
+        assert_eq!(
+            one(deep.as_bytes(), EntryType::Regular, b"x", b""),
+            "archive.path_too_deep"
+        );
+        let mut b = tar::Builder::new(Vec::new());
+        raw(
+            &mut b,
+            b"SKILL.md",
+            EntryType::Regular,
+            SKILL_MD.as_bytes(),
+            b"",
+        );
+        let long = "n".repeat(skills_sdk::archive::DEFAULT_MAX_PATH_BYTES + 1);
+        skills_sdk::archive::append_file(&mut b, &long, false, b"x").unwrap();
+        let bytes = gzip(&b.into_inner().unwrap()).unwrap();
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.path_too_long"
+        );
+    }
+
+    #[test]
+    fn a_read_archive_can_be_kept_and_shared() {
+        fn shareable<T: Send + Sync + 'static>(_: &T) {}
+        let bytes = archive(|b| raw(b, b"scripts/run.sh", EntryType::Regular, b"echo", b""));
+        let kept = std::sync::Arc::new(read_archive(&bytes, &ArchiveLimits::default()).unwrap());
+        shareable(&kept);
+        assert_eq!(
+            kept.retained_bytes(),
+            (SKILL_MD.len() + "echo".len()) as u64
+        );
+        assert_eq!(kept.contents("scripts/run.sh"), Some(&b"echo"[..]));
+        assert_eq!(kept.executable("scripts/run.sh"), Some(false));
+        assert_eq!(kept.executable("nope"), None);
     }
 
     #[test]
