@@ -2,7 +2,7 @@
 //! repositories, running a version's declared tests, and lockfiles (`skills.toml` →
 //! `skills.lock` → install). The binary (`main.rs`) is a thin argument parser over this.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,7 +13,82 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use skills_sdk::semver::{Version, VersionReq};
-use skills_sdk::{ArchiveLimits, PackedSkill};
+use skills_sdk::{ArchiveLimits, PackedSkill, SdkError, TreeDigest};
+
+/// What `skillctl` itself refuses, each with a stable code; errors from the SDK keep theirs
+/// ([`error_code`] finds either in an error chain). Tests and scripts match on the code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "invalid skill name {0:?}: 1-64 of a-z, 0-9 and '-', no leading, trailing or double '-'"
+    )]
+    InvalidName(String),
+    #[error("lockfile entry {index}: name {value:?} is not a valid skill name")]
+    LockfileName { index: usize, value: String },
+    #[error("lockfile entry {index}: version {value:?} is not an exact semver version")]
+    LockfileVersion { index: usize, value: String },
+    #[error("lockfile entry {index}: digest {value:?} is not a sha256:<64 lowercase hex> digest")]
+    LockfileDigest { index: usize, value: String },
+    #[error("lockfile names {0:?} twice")]
+    LockfileDuplicate(String),
+    #[error("unsupported lockfile version {0}")]
+    LockfileFormat(u32),
+    #[error("{0} is a symlink; install never writes through one")]
+    InstallSymlink(PathBuf),
+    #[error("the registry answered a version or digest that is not valid: {0}")]
+    BadAnswer(String),
+}
+
+impl Error {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidName(_) => "skill.invalid_name",
+            Self::LockfileName { .. } => "lockfile.invalid_name",
+            Self::LockfileVersion { .. } => "lockfile.invalid_version",
+            Self::LockfileDigest { .. } => "lockfile.invalid_digest",
+            Self::LockfileDuplicate(_) => "lockfile.duplicate_name",
+            Self::LockfileFormat(_) => "lockfile.unsupported_version",
+            Self::InstallSymlink(_) => "install.symlink",
+            Self::BadAnswer(_) => "registry.bad_answer",
+        }
+    }
+}
+
+/// The stable code of the first [`Error`] or [`SdkError`] in `e`'s chain.
+pub fn error_code(e: &anyhow::Error) -> Option<&'static str> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<Error>()
+            .map(Error::code)
+            .or_else(|| c.downcast_ref::<SdkError>().map(SdkError::code))
+    })
+}
+
+/// Refuses anything but a valid skill name (the SDK's rule), so that a name is always one
+/// plain path component.
+pub fn check_skill_name(name: &str) -> Result<(), Error> {
+    let mut diags = Vec::new();
+    skills_sdk::frontmatter::check_name("skills.lock", name, None, &mut diags);
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidName(name.to_owned()))
+    }
+}
+
+/// `version` when it is an exact semver version written canonically.
+fn exact_version(version: &str) -> Option<Version> {
+    Version::parse(version)
+        .ok()
+        .filter(|v| v.to_string() == version)
+}
+
+/// `digest` when it is a tree digest written canonically (`sha256:` and lowercase hex).
+fn exact_digest(digest: &str) -> Option<TreeDigest> {
+    digest
+        .parse::<TreeDigest>()
+        .ok()
+        .filter(|d| d.to_string() == digest)
+}
 
 /// A registry endpoint and the API key to use there.
 #[derive(Debug, Clone)]
@@ -363,6 +438,7 @@ pub fn parse_requirements(text: &str) -> Result<BTreeMap<String, VersionReq>> {
     entries
         .into_iter()
         .map(|(k, v)| {
+            check_skill_name(&k)?;
             let s = v
                 .as_str()
                 .ok_or_else(|| anyhow!("requirement {k:?} must be a semver range string"))?;
@@ -395,12 +471,46 @@ impl Lockfile {
         ))
     }
 
+    /// Parses and [`validates`](Self::validate) a lockfile.
     pub fn parse(text: &str) -> Result<Self> {
         let l: Lockfile = toml::from_str(text).context("parsing the lockfile")?;
-        if l.version != 1 {
-            bail!("unsupported lockfile version {}", l.version);
-        }
+        l.validate()?;
         Ok(l)
+    }
+
+    /// A lockfile is untrusted input (it comes with a repository): every name must be a valid
+    /// skill name (so `DIR/NAME` is one plain component below the target), every version an
+    /// exact semver version and every digest a canonical `sha256:` digest (both end up in
+    /// request paths), and no name may appear twice.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.version != 1 {
+            return Err(Error::LockfileFormat(self.version));
+        }
+        let mut seen = BTreeSet::new();
+        for (index, s) in self.skills.iter().enumerate() {
+            if check_skill_name(&s.name).is_err() {
+                return Err(Error::LockfileName {
+                    index,
+                    value: s.name.clone(),
+                });
+            }
+            if exact_version(&s.version).is_none() {
+                return Err(Error::LockfileVersion {
+                    index,
+                    value: s.version.clone(),
+                });
+            }
+            if exact_digest(&s.digest).is_none() {
+                return Err(Error::LockfileDigest {
+                    index,
+                    value: s.digest.clone(),
+                });
+            }
+            if !seen.insert(s.name.as_str()) {
+                return Err(Error::LockfileDuplicate(s.name.clone()));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -422,13 +532,18 @@ pub fn lock(client: &Client, reqs: &BTreeMap<String, VersionReq>) -> Result<Lock
             })
             .max_by(|a, b| a.0.cmp(&b.0))
             .ok_or_else(|| anyhow!("no published, non-yanked version of {name} matches {req}"))?;
+        if exact_digest(&best.1).is_none() {
+            return Err(Error::BadAnswer(format!("{name}@{}: digest {:?}", best.0, best.1)).into());
+        }
         skills.push(LockedSkill {
             name: name.clone(),
             version: best.0.to_string(),
             digest: best.1,
         });
     }
-    Ok(Lockfile { version: 1, skills })
+    let lock = Lockfile { version: 1, skills };
+    lock.validate()?;
+    Ok(lock)
 }
 
 /// What an install did.
@@ -442,12 +557,21 @@ pub struct InstallReport {
 /// Fetches exactly the locked archives (by digest), verifies each digest and unpacks it into
 /// `target/NAME`. A yanked version still installs, with a warning. A directory already holding
 /// the locked digest is left alone; one holding anything else is an error.
+///
+/// The lockfile is [validated](Lockfile::validate) first, whoever built it, so every path
+/// written is `target/NAME/<archive path>`: NAME is one plain component, archive paths are
+/// checked by the SDK, and `target/NAME` must not be a symlink (`install.symlink`). Nothing is
+/// fetched or written when any entry is invalid.
 pub fn install(client: &Client, lockfile: &Lockfile, target: &Path) -> Result<InstallReport> {
+    lockfile.validate()?;
     let limits = ArchiveLimits::default();
     let mut report = InstallReport::default();
     std::fs::create_dir_all(target)?;
     for s in &lockfile.skills {
         let dest = target.join(&s.name);
+        if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::InstallSymlink(dest).into());
+        }
         if dest.exists() && std::fs::read_dir(&dest)?.next().is_some() {
             let have = skills_sdk::digest_dir(&dest)?.to_string();
             if have == s.digest {

@@ -229,7 +229,11 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The stable code, when there is one, is what scripts and tests match on.
+            match skillctl::error_code(&e) {
+                Some(code) => eprintln!("error[{code}]: {e:#}"),
+                None => eprintln!("error: {e:#}"),
+            }
             ExitCode::FAILURE
         }
     }
