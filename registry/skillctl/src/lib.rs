@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use skills_sdk::semver::{Version, VersionReq};
-use skills_sdk::{ArchiveLimits, PackedSkill, SdkError, TreeDigest};
+use skills_sdk::{ArchiveLimits, EntryBudget, PackedSkill, SdkError, TreeDigest};
 
 /// What `skillctl` itself refuses, each with a stable code; errors from the SDK keep theirs
 /// ([`error_code`] finds either in an error chain). Tests and scripts match on the code.
@@ -35,6 +35,10 @@ pub enum Error {
     LockfileFormat(u32),
     #[error("{0} is a symlink; install never writes through one")]
     InstallSymlink(PathBuf),
+    #[error(
+        "{0:?} is not a local Git repository: only a path or a file:// URL is allowed, no network transport"
+    )]
+    RemoteRepository(String),
     #[error("the registry answered a version or digest that is not valid: {0}")]
     BadAnswer(String),
 }
@@ -49,6 +53,7 @@ impl Error {
             Self::LockfileDuplicate(_) => "lockfile.duplicate_name",
             Self::LockfileFormat(_) => "lockfile.unsupported_version",
             Self::InstallSymlink(_) => "install.symlink",
+            Self::RemoteRepository(_) => "git.remote_refused",
             Self::BadAnswer(_) => "registry.bad_answer",
         }
     }
@@ -195,24 +200,42 @@ impl Client {
     }
 }
 
-/// Packs the skill at `subdir` of `rev` (a commit id, tag or branch) in the Git repository at
-/// `repo` (a local path, bare or not, or a `file://` URL; remote transports are not compiled
-/// in). The tree is read from the object database, never from a working copy.
+/// The local path named by `repo`: a path, or a `file:///abs/path` URL. Any other URL
+/// (`http://`, `git://`, `ssh://`, …) and the scp-like `host:path` form are refused before Git
+/// is asked anything, so that nothing ever reaches the network.
+pub fn local_repository(repo: &str) -> Result<PathBuf, Error> {
+    let remote = || Error::RemoteRepository(repo.to_owned());
+    if let Some(path) = repo.strip_prefix("file://") {
+        // `file://host/path` names another machine.
+        return if path.starts_with('/') {
+            Ok(PathBuf::from(path))
+        } else {
+            Err(remote())
+        };
+    }
+    if repo.contains("://") {
+        return Err(remote());
+    }
+    let before_slash = repo.split('/').next().unwrap_or("");
+    if before_slash.contains(':') && !Path::new(repo).exists() {
+        return Err(remote());
+    }
+    Ok(PathBuf::from(repo))
+}
+
+/// Packs the skill at `subdir` of `rev` (a commit id, tag or branch) in the local Git
+/// repository `repo` (see [`local_repository`]; bare or not). The tree is read from the object
+/// database, never from a working copy, within [`ArchiveLimits::default`]: every tree entry
+/// counts before it is used, and each blob's size is read from its header before its bytes.
 pub fn pack_from_git(
     repo: &str,
     rev: &str,
     subdir: Option<&Path>,
 ) -> Result<(PackedSkill, String)> {
+    let local = local_repository(repo)?;
     let tmp = tempfile::tempdir()?;
-    let local = repo.strip_prefix("file://").unwrap_or(repo);
-    let repository = if Path::new(local).exists() {
-        git2::Repository::open(local).with_context(|| format!("opening Git repository {repo}"))?
-    } else {
-        git2::build::RepoBuilder::new()
-            .bare(true)
-            .clone(repo, &tmp.path().join("clone.git"))
-            .with_context(|| format!("cloning {repo}"))?
-    };
+    let repository = git2::Repository::open(&local)
+        .with_context(|| format!("opening Git repository {}", local.display()))?;
     let commit = repository
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
@@ -229,30 +252,51 @@ pub fn pack_from_git(
     }
     let out = tmp.path().join("skill");
     std::fs::create_dir_all(&out)?;
-    write_tree(&repository, &tree, &out)?;
-    let packed = skills_sdk::pack_dir(&out, &ArchiveLimits::default())?;
+    let limits = ArchiveLimits::default();
+    let mut budget = EntryBudget::new(&limits);
+    let odb = repository.odb()?;
+    write_tree(&repository, &odb, &tree, &out, "", &mut budget)?;
+    let packed = skills_sdk::pack_dir(&out, &limits)?;
     Ok((packed, commit.id().to_string()))
 }
 
-fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dir: &Path) -> Result<()> {
+/// Writes `tree` under `dir`; `prefix` is its canonical path in the skill (`""` or `a/b/`).
+fn write_tree(
+    repo: &git2::Repository,
+    odb: &git2::Odb<'_>,
+    tree: &git2::Tree<'_>,
+    dir: &Path,
+    prefix: &str,
+    budget: &mut EntryBudget,
+) -> Result<()> {
     for entry in tree.iter() {
+        budget.entry()?;
         let name = entry
             .name()
             .ok_or_else(|| anyhow!("non-UTF-8 file name in the Git tree"))?;
         if name == "." || name == ".." || name.contains('/') {
             bail!("unsafe name {name:?} in the Git tree");
         }
+        let rel = skills_sdk::tree::canonical_path(&format!("{prefix}{name}"))?;
+        budget.path(&rel)?;
+        // Packing skips these names anyway: never read or write them.
+        if skills_sdk::tree::is_ignored(name) {
+            continue;
+        }
         let path = dir.join(name);
         match entry.kind() {
             Some(git2::ObjectType::Tree) => {
                 std::fs::create_dir_all(&path)?;
-                write_tree(repo, &entry.to_object(repo)?.peel_to_tree()?, &path)?;
+                let sub = entry.to_object(repo)?.peel_to_tree()?;
+                write_tree(repo, odb, &sub, &path, &format!("{rel}/"), budget)?;
             }
             Some(git2::ObjectType::Blob) => {
                 let mode = entry.filemode();
                 if mode == 0o120000 {
                     bail!("symlinks are not allowed in a skill: {name}");
                 }
+                let (size, _) = odb.read_header(entry.id())?;
+                budget.file(&rel, size as u64)?;
                 let blob = entry.to_object(repo)?.peel_to_blob()?;
                 std::fs::write(&path, blob.content())?;
                 #[cfg(unix)]

@@ -62,7 +62,8 @@ enum Command {
     Publish {
         /// A skill directory or a .skill archive (omit with --git).
         path: Option<PathBuf>,
-        /// A Git repository (local path, bare or not, or file:// URL).
+        /// A local Git repository: a path (bare or not) or a file:///abs/path URL. Any other
+        /// URL (http://, https://, git://, ssh://, host:path) is refused: nothing is fetched.
         #[arg(long, requires = "rev", conflicts_with = "path")]
         git: Option<String>,
         /// Commit id, tag or branch to publish from.

@@ -260,3 +260,117 @@ mod lockfile_attacks {
         assert!(listing(&outside).is_empty());
     }
 }
+
+mod git_attacks {
+    use super::*;
+
+    #[test]
+    fn publish_git_refuses_network_remotes_before_reaching_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let wire = Tripwire::new();
+        let a = wire.addr();
+        let host = a.split(':').next().unwrap().to_owned();
+        for remote in [
+            format!("http://{a}/repo.git"),
+            format!("https://{a}/repo.git"),
+            format!("git://{a}/repo.git"),
+            format!("ssh://git@{a}/repo.git"),
+            format!("git@{host}:repo.git"),
+            format!("file://{a}/repo.git"),
+        ] {
+            let o = skillctl_at(
+                &wire,
+                tmp.path(),
+                &["publish", "--git", &remote, "--rev", "main"],
+            );
+            assert_eq!(refused_code(&o), "git.remote_refused", "{remote}");
+            wire.assert_untouched();
+        }
+    }
+
+    /// A repository at `dir` whose HEAD commit has the tree `build` makes.
+    fn repo_with(dir: &Path, build: impl FnOnce(&git2::Repository, &mut git2::TreeBuilder<'_>)) {
+        let repo = git2::Repository::init(dir).unwrap();
+        let skill_md = repo
+            .blob(b"---\nname: big\ndescription: A skill too large to publish.\n---\nbody\n")
+            .unwrap();
+        let mut root = repo.treebuilder(None).unwrap();
+        root.insert("SKILL.md", skill_md, 0o100644).unwrap();
+        build(&repo, &mut root);
+        let tree = repo.find_tree(root.write().unwrap()).unwrap();
+        let sig = git2::Signature::now("Ann", "ann@example.com").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "skill", &tree, &[])
+            .unwrap();
+    }
+
+    fn pack_code(dir: &Path) -> Option<&'static str> {
+        let err = skillctl::pack_from_git(dir.to_str().unwrap(), "HEAD", None).unwrap_err();
+        skillctl::error_code(&err)
+    }
+
+    #[test]
+    fn a_git_tree_of_too_many_directories_is_refused() {
+        // Directories holding only ignored names pack to nothing, so counting files alone
+        // (as packing does) would let any number of them through.
+        let tmp = tempfile::tempdir().unwrap();
+        repo_with(tmp.path(), |repo, root| {
+            let litter = repo.blob(b"\0").unwrap();
+            let mut sub = repo.treebuilder(None).unwrap();
+            sub.insert(".DS_Store", litter, 0o100644).unwrap();
+            let sub = sub.write().unwrap();
+            for i in 0..3000 {
+                root.insert(format!("d{i}"), sub, 0o040000).unwrap();
+            }
+        });
+        assert_eq!(pack_code(tmp.path()), Some("archive.too_many_entries"));
+    }
+
+    #[test]
+    fn a_git_tree_over_the_total_size_is_refused() {
+        // Six entries of one 9 MiB blob: a small repository, 54 MiB once written out.
+        let tmp = tempfile::tempdir().unwrap();
+        repo_with(tmp.path(), |repo, root| {
+            let big = repo.blob(&vec![0u8; 9 * 1024 * 1024]).unwrap();
+            for i in 0..6 {
+                root.insert(format!("z{i}.bin"), big, 0o100644).unwrap();
+            }
+        });
+        assert_eq!(pack_code(tmp.path()), Some("archive.total_too_large"));
+    }
+
+    #[test]
+    fn a_git_tree_with_an_oversize_file_or_too_deep_a_path_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let one = tmp.path().join("one");
+        repo_with(&one, |repo, root| {
+            let big = repo.blob(&vec![0u8; 11 * 1024 * 1024]).unwrap();
+            root.insert("big.bin", big, 0o100644).unwrap();
+        });
+        assert_eq!(pack_code(&one), Some("archive.file_too_large"));
+        let deep = tmp.path().join("deep");
+        repo_with(&deep, |repo, root| {
+            let leaf = repo.blob(b"x").unwrap();
+            let mut tb = repo.treebuilder(None).unwrap();
+            tb.insert("f", leaf, 0o100644).unwrap();
+            let mut tree = tb.write().unwrap();
+            for _ in 0..40 {
+                let mut tb = repo.treebuilder(None).unwrap();
+                tb.insert("d", tree, 0o040000).unwrap();
+                tree = tb.write().unwrap();
+            }
+            root.insert("d", tree, 0o040000).unwrap();
+        });
+        assert_eq!(pack_code(&deep), Some("archive.path_too_deep"));
+    }
+
+    #[test]
+    fn a_local_path_and_a_file_url_still_publish() {
+        let tmp = tempfile::tempdir().unwrap();
+        repo_with(tmp.path(), |_, _| {});
+        let path = tmp.path().to_str().unwrap();
+        let (a, _) = skillctl::pack_from_git(path, "HEAD", None).unwrap();
+        let (b, _) = skillctl::pack_from_git(&format!("file://{path}"), "HEAD", None).unwrap();
+        assert_eq!(a.digest, b.digest);
+        assert_eq!(a.files.len(), 1);
+    }
+}
