@@ -3,6 +3,7 @@
 //! `skills.lock` → install). The binary (`main.rs`) is a thin argument parser over this.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -355,16 +356,77 @@ pub struct TestReport {
     pub recorded: Value,
 }
 
+/// `PATH` of a test command: fixed system directories, never the tester's.
+pub const TEST_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A declared test, as `skill.toml` or the registry's manifest states it.
+#[derive(Debug, Clone)]
+pub struct TestCommand {
+    pub name: String,
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// The environment a test command gets: only `HOME` (a fresh empty temporary directory),
+/// `PATH` ([`TEST_PATH`]) and, of the variables the manifest declares in
+/// `requires.environment`, those the tester has set. A declared `HOME` or `PATH` is not passed:
+/// the sandbox's own win.
+pub fn test_environment(home: &Path, declared: &[String]) -> Vec<(String, OsString)> {
+    let mut env = vec![
+        ("HOME".to_owned(), home.as_os_str().to_owned()),
+        ("PATH".to_owned(), OsString::from(TEST_PATH)),
+    ];
+    for key in declared {
+        let plain = !key.is_empty() && !key.contains(['=', '\0']);
+        if plain
+            && key != "HOME"
+            && key != "PATH"
+            && let Some(v) = std::env::var_os(key)
+        {
+            env.push((key.clone(), v));
+        }
+    }
+    env
+}
+
+/// Runs `tests` in `dir` (an unpacked skill): argv, no shell, each with [`test_environment`],
+/// in a fresh network namespace when `unshare` works, killed at its timeout. Returns the
+/// outcomes and whether the network sandbox was available.
+pub fn run_test_commands(
+    dir: &Path,
+    tests: &[TestCommand],
+    declared_env: &[String],
+) -> Result<(Vec<TestOutcome>, bool)> {
+    let sandbox = network_sandbox();
+    let mut outcomes = vec![];
+    for t in tests {
+        let home = tempfile::tempdir()?;
+        let env = test_environment(home.path(), declared_env);
+        outcomes.push(run_one(
+            &t.name,
+            &t.argv,
+            dir,
+            t.timeout,
+            sandbox.as_deref(),
+            &env,
+        )?);
+    }
+    Ok((outcomes, sandbox.is_some()))
+}
+
 /// Downloads `name@version` by its digest, unpacks it into a temporary directory, checks the
-/// digest, runs every declared test there (argv, no shell; environment cleared but for PATH,
-/// HOME and LANG; no network when `unshare` works; killed at its timeout) and records the
-/// results against that digest.
+/// digest, runs every declared test there ([`run_test_commands`]) and records the results
+/// against that digest.
 pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestReport> {
+    check_skill_name(name)?;
     let v = client.get_json(&Client::version_path(name, version, ""))?;
     let digest = v["digest"]
         .as_str()
         .ok_or_else(|| anyhow!("no digest in answer"))?
         .to_string();
+    if exact_digest(&digest).is_none() {
+        return Err(Error::BadAnswer(format!("digest {digest:?}")).into());
+    }
     let (bytes, _) = client.get_bytes(&format!("/v1/skills/by-digest/{digest}/archive"))?;
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join(name);
@@ -375,25 +437,25 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
             tree.digest()
         );
     }
-    let sandbox = network_sandbox();
-    let tests = v["manifest"]["tests"]
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect()
+    };
+    let tests: Vec<TestCommand> = v["manifest"]["tests"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let mut outcomes = vec![];
-    for t in tests {
-        let tname = t["name"].as_str().unwrap_or("").to_string();
-        let argv: Vec<String> = t["command"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let timeout = Duration::from_secs(t["timeout_secs"].as_u64().unwrap_or(300));
-        outcomes.push(run_one(&tname, &argv, &dir, timeout, sandbox.as_deref())?);
-    }
+        .into_iter()
+        .flatten()
+        .map(|t| TestCommand {
+            name: t["name"].as_str().unwrap_or("").to_string(),
+            argv: strings(&t["command"]),
+            timeout: Duration::from_secs(t["timeout_secs"].as_u64().unwrap_or(300)),
+        })
+        .collect();
+    let declared = strings(&v["manifest"]["requires"]["environment"]);
+    let (outcomes, sandboxed) = run_test_commands(&dir, &tests, &declared)?;
     let body = json!({
         "digest": digest,
         "results": outcomes.iter().map(|o| json!({
@@ -405,8 +467,38 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
     Ok(TestReport {
         digest,
         outcomes,
-        sandboxed: sandbox.is_some(),
+        sandboxed,
         recorded,
+    })
+}
+
+/// Runs the declared tests of the skill directory `skill_dir` exactly as `skillctl test` runs a
+/// published version's (packed, unpacked into a temporary directory, [`run_test_commands`]),
+/// without a registry and without recording; `recorded` is `null`.
+pub fn run_local_tests(skill_dir: &Path) -> Result<TestReport> {
+    let skill = skills_sdk::load_dir(skill_dir, skills_sdk::ValidationMode::Strict)?;
+    let packed = skills_sdk::pack_dir(skill_dir, &ArchiveLimits::default())?;
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join(skill.name());
+    skills_sdk::unpack_to(&packed.bytes, &dir, &ArchiveLimits::default())?;
+    let (specs, declared) = skill
+        .manifest
+        .map(|m| (m.tests, m.requires.environment))
+        .unwrap_or_default();
+    let tests: Vec<TestCommand> = specs
+        .into_iter()
+        .map(|t| TestCommand {
+            name: t.name,
+            argv: t.command,
+            timeout: Duration::from_secs(t.timeout_secs),
+        })
+        .collect();
+    let (outcomes, sandboxed) = run_test_commands(&dir, &tests, &declared)?;
+    Ok(TestReport {
+        digest: packed.digest.to_string(),
+        outcomes,
+        sandboxed,
+        recorded: Value::Null,
     })
 }
 
@@ -416,24 +508,24 @@ fn run_one(
     cwd: &Path,
     timeout: Duration,
     sandbox: Option<&[String]>,
+    env: &[(String, OsString)],
 ) -> Result<TestOutcome> {
     let log_dir = tempfile::tempdir()?;
     let log_path = log_dir.path().join("log");
     let log_file = std::fs::File::create(&log_path)?;
+    if argv.is_empty() {
+        bail!("test {name:?} has an empty command");
+    }
     let full: Vec<String> = sandbox.unwrap_or(&[]).iter().chain(argv).cloned().collect();
     let start = Instant::now();
     let mut cmd = Command::new(&full[0]);
     cmd.args(&full[1..])
         .current_dir(cwd)
         .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
-    for k in ["PATH", "HOME", "LANG"] {
-        if let Some(v) = std::env::var_os(k) {
-            cmd.env(k, v);
-        }
-    }
     let (passed, timed_out) = match cmd.spawn() {
         Err(e) => {
             std::fs::write(&log_path, format!("cannot start {argv:?}: {e}\n"))?;

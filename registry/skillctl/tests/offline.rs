@@ -374,3 +374,88 @@ mod git_attacks {
         assert_eq!(a.files.len(), 1);
     }
 }
+
+mod test_sandbox {
+    use super::*;
+
+    #[test]
+    fn a_test_command_sees_only_the_sandboxed_home_path_and_declared_variables() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("env-probe");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: env-probe\ndescription: Prints what a test command sees.\n---\nbody\n",
+        )
+        .unwrap();
+        let out = tmp.path().join("seen.txt");
+        let script = format!(
+            "{{ echo \"HOME=$HOME\"; echo \"PATH=$PATH\"; echo \"PWD=$(pwd)\"; \
+             [ -d \"$HOME\" ] && [ -z \"$(ls -A \"$HOME\")\" ] && echo HOME_FRESH=yes; \
+             env | cut -d= -f1 | sort | sed 's/^/VAR=/'; }} > '{}'",
+            out.display()
+        );
+        std::fs::write(
+            dir.join("skill.toml"),
+            format!(
+                "owner = \"me\"\nversion = \"1.0.0\"\n[requires]\nenvironment = [\"DECLARED_VAR\", \"UNSET_VAR\", \"PATH\"]\n[[tests]]\nname = \"probe\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\ntimeout_secs = 30\n"
+            ),
+        )
+        .unwrap();
+        let tester_home = tmp.path().join("tester-home");
+        std::fs::create_dir(&tester_home).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_skillctl"))
+            .current_dir(tmp.path())
+            .args(["test", "--local", "env-probe"])
+            .env("HOME", &tester_home)
+            .env("PATH", format!("{}:/usr/bin:/bin", tmp.path().display()))
+            .env("SECRET_TOKEN", "s3cret")
+            .env("DECLARED_VAR", "declared")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert!(stdout(&o).contains("PASS probe"), "{}", stdout(&o));
+        let seen = std::fs::read_to_string(&out).unwrap();
+        let value = |k: &str| {
+            seen.lines()
+                .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                .unwrap_or_else(|| panic!("{k} not in {seen}"))
+                .to_owned()
+        };
+        let home = value("HOME");
+        assert_ne!(Path::new(&home), tester_home.as_path());
+        assert_eq!(value("HOME_FRESH"), "yes");
+        assert_eq!(value("PATH"), skillctl::TEST_PATH);
+        // The command runs in an unpacked copy named after the skill, not in the author's dir.
+        let pwd = value("PWD");
+        assert!(
+            pwd.ends_with("/env-probe") && Path::new(&pwd) != dir,
+            "{pwd}"
+        );
+        let vars: Vec<&str> = seen
+            .lines()
+            .filter_map(|l| l.strip_prefix("VAR="))
+            .collect();
+        assert!(!vars.contains(&"SECRET_TOKEN"), "{vars:?}");
+        assert!(vars.contains(&"DECLARED_VAR"), "{vars:?}");
+        // Nothing else of the tester's: only what the sandbox sets, the declared variable, and
+        // what the shell itself adds.
+        for v in &vars {
+            assert!(
+                [
+                    "HOME",
+                    "PATH",
+                    "DECLARED_VAR",
+                    "PWD",
+                    "SHLVL",
+                    "_",
+                    "OLDPWD"
+                ]
+                .contains(v),
+                "unexpected variable {v} in {vars:?}"
+            );
+        }
+        // The sandbox's temporary HOME is gone afterwards.
+        assert!(!Path::new(&home).exists());
+    }
+}
