@@ -7,9 +7,14 @@
 //! tree packs to the same bytes with the same `flate2` backend; the tree digest, not the
 //! archive bytes, is what identifies a version.
 //!
-//! Reading: every entry is checked before any byte of it is used; limits are enforced while
-//! streaming, so a decompression bomb is stopped after at most about `max_total_size` bytes of
-//! output.
+//! Reading: every entry is counted and checked before any byte of it is used; limits are
+//! enforced while streaming, so a decompression bomb is stopped after at most about
+//! `max_total_size` bytes of output, and no allocation is larger than what the limits allow.
+//! The archive must end where its data ends: after the tar end-of-archive marker only zero
+//! padding may follow (`archive.data_after_end`), and after the gzip stream nothing at all
+//! (`archive.trailing_data`). That also refuses multi-member gzip (concatenated streams):
+//! `pack_dir` writes one member, and a second one is content that some readers see and others
+//! do not.
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -20,7 +25,7 @@ use std::rc::Rc;
 
 use flate2::Compression;
 use flate2::GzBuilder;
-use flate2::read::GzDecoder;
+use flate2::bufread::GzDecoder;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -33,20 +38,51 @@ use crate::tree::{
 /// File-name extension of packed skills.
 pub const ARCHIVE_EXTENSION: &str = "skill";
 
-/// Bounds applied when packing and unpacking.
+/// Default [`ArchiveLimits::max_file_size`]: 10 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 * 1024 * 1024;
+/// Default [`ArchiveLimits::max_total_size`]: 50 MiB.
+pub const DEFAULT_MAX_TOTAL_SIZE: u64 = 50 * 1024 * 1024;
+/// Default [`ArchiveLimits::max_files`].
+pub const DEFAULT_MAX_FILES: usize = 1000;
+/// Default [`ArchiveLimits::max_entries`]: room for a directory entry beside every file, as
+/// archives made by `tar` have.
+pub const DEFAULT_MAX_ENTRIES: usize = 2 * DEFAULT_MAX_FILES;
+/// Default [`ArchiveLimits::max_path_bytes`].
+pub const DEFAULT_MAX_PATH_BYTES: usize = 1024;
+/// Default [`ArchiveLimits::max_path_depth`].
+pub const DEFAULT_MAX_PATH_DEPTH: usize = 32;
+
+/// Bounds applied when packing and unpacking, and (by `skillctl`) when reading a Git tree.
+/// Each is checked before the work it bounds: a count before the entry is used, a size before
+/// its bytes are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ArchiveLimits {
+    /// Largest regular file, in bytes (`archive.file_too_large`).
     pub max_file_size: u64,
+    /// Largest sum of regular file sizes, in bytes (`archive.total_too_large`); the
+    /// decompressed stream is capped near it too.
     pub max_total_size: u64,
+    /// Most regular files (`archive.too_many_files`).
     pub max_files: usize,
+    /// Most entries of any kind: files, directories, ignored names, extended headers that reach
+    /// the reader (`archive.too_many_entries`).
+    pub max_entries: usize,
+    /// Longest canonical path, in bytes (`archive.path_too_long`).
+    pub max_path_bytes: usize,
+    /// Most components in a path: `a/b/c` has 3 (`archive.path_too_deep`).
+    pub max_path_depth: usize,
 }
 
 impl Default for ArchiveLimits {
     fn default() -> Self {
         Self {
-            max_file_size: 10 * 1024 * 1024,
-            max_total_size: 50 * 1024 * 1024,
-            max_files: 1000,
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            max_total_size: DEFAULT_MAX_TOTAL_SIZE,
+            max_files: DEFAULT_MAX_FILES,
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_path_bytes: DEFAULT_MAX_PATH_BYTES,
+            max_path_depth: DEFAULT_MAX_PATH_DEPTH,
         }
     }
 }
@@ -57,8 +93,88 @@ impl ArchiveLimits {
     fn stream_budget(&self) -> u64 {
         const PER_ENTRY: u64 = 512 * 8;
         self.max_total_size
-            .saturating_add((self.max_files as u64 + 16).saturating_mul(PER_ENTRY))
+            .saturating_add((self.max_entries as u64 + 16).saturating_mul(PER_ENTRY))
             .saturating_add(64 * 1024)
+    }
+
+    /// Refuses a canonical path over [`Self::max_path_bytes`] or [`Self::max_path_depth`].
+    pub fn check_path(&self, path: &str) -> SdkResult<()> {
+        if path.len() > self.max_path_bytes {
+            return Err(SdkError::PathTooLong {
+                path: path.chars().take(64).collect(),
+                limit: self.max_path_bytes,
+            });
+        }
+        if path.split('/').count() > self.max_path_depth {
+            return Err(SdkError::PathTooDeep {
+                path: path.chars().take(64).collect(),
+                limit: self.max_path_depth,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Counts entries, files and bytes against [`ArchiveLimits`] as a tree is read, so that every
+/// reader (archives here, Git trees in `skillctl`) refuses at the same point with the same
+/// code. Call it before doing the work an entry would cost.
+#[derive(Debug, Clone)]
+pub struct EntryBudget {
+    limits: ArchiveLimits,
+    entries: usize,
+    files: usize,
+    total: u64,
+}
+
+impl EntryBudget {
+    pub fn new(limits: &ArchiveLimits) -> Self {
+        Self {
+            limits: *limits,
+            entries: 0,
+            files: 0,
+            total: 0,
+        }
+    }
+
+    /// Counts one entry of any kind (`archive.too_many_entries`).
+    pub fn entry(&mut self) -> SdkResult<()> {
+        self.entries += 1;
+        if self.entries > self.limits.max_entries {
+            return Err(SdkError::TooManyEntries {
+                limit: self.limits.max_entries,
+            });
+        }
+        Ok(())
+    }
+
+    /// Counts a regular file of `size` bytes at canonical `path` (not counting it as an entry:
+    /// call [`Self::entry`] for that).
+    pub fn file(&mut self, path: &str, size: u64) -> SdkResult<()> {
+        self.files += 1;
+        if self.files > self.limits.max_files {
+            return Err(SdkError::TooManyFiles {
+                limit: self.limits.max_files,
+            });
+        }
+        if size > self.limits.max_file_size {
+            return Err(SdkError::FileTooLarge {
+                path: path.to_owned(),
+                size,
+                limit: self.limits.max_file_size,
+            });
+        }
+        self.total = self.total.saturating_add(size);
+        if self.total > self.limits.max_total_size {
+            return Err(SdkError::TotalTooLarge {
+                limit: self.limits.max_total_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a canonical path against the path limits.
+    pub fn path(&self, path: &str) -> SdkResult<()> {
+        self.limits.check_path(path)
     }
 }
 
@@ -77,7 +193,9 @@ pub struct ArchivedFile {
     pub contents: Vec<u8>,
 }
 
-/// A whole archive checked and held in memory.
+/// A whole archive checked and held in memory: what a server keeps (e.g. in an
+/// `Arc<SkillArchive>` keyed by digest) to serve files without decompressing again. It is
+/// immutable once read, `Send + Sync`, and holds at most `max_total_size` bytes of contents.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SkillArchive {
     tree: CanonicalTree,
@@ -108,6 +226,16 @@ impl SkillArchive {
     pub fn contents(&self, path: &str) -> Option<&[u8]> {
         self.contents.get(path).map(Vec::as_slice)
     }
+
+    /// Whether the file at `path` is executable; `None` when there is no such file.
+    pub fn executable(&self, path: &str) -> Option<bool> {
+        self.tree.get(path).map(|f| f.executable)
+    }
+
+    /// Bytes of file contents held, for weighing the archive in a cache.
+    pub fn retained_bytes(&self) -> u64 {
+        self.contents.values().map(|c| c.len() as u64).sum()
+    }
 }
 
 /// Packs the skill directory `dir` (see the module doc for the format).
@@ -117,23 +245,29 @@ impl SkillArchive {
 pub fn pack_dir(dir: &Path, limits: &ArchiveLimits) -> SdkResult<PackedSkill> {
     let mut files = walk_dir(dir)?;
     files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    if files.len() > limits.max_files {
-        return Err(SdkError::TooManyFiles {
-            limit: limits.max_files,
-        });
+    // The archive has one entry per file and no directory entries.
+    let mut budget = EntryBudget::new(limits);
+    for f in &files {
+        budget.entry()?;
+        budget.path(&f.path)?;
+        budget.file(&f.path, f.size)?;
     }
     let mut builder = tar::Builder::new(Vec::new());
     let mut records = Vec::with_capacity(files.len());
     let mut total = 0u64;
     for f in &files {
-        if f.size > limits.max_file_size {
+        // Sizes were checked from metadata; the read is capped too, in case a file grew since.
+        let mut data = Vec::new();
+        fs::File::open(&f.abs)
+            .and_then(|file| file.take(limits.max_file_size + 1).read_to_end(&mut data))
+            .map_err(|e| SdkError::io(&f.abs, e))?;
+        if data.len() as u64 > limits.max_file_size {
             return Err(SdkError::FileTooLarge {
                 path: f.path.clone(),
-                size: f.size,
+                size: data.len() as u64,
                 limit: limits.max_file_size,
             });
         }
-        let data = fs::read(&f.abs).map_err(|e| SdkError::io(&f.abs, e))?;
         total += data.len() as u64;
         if total > limits.max_total_size {
             return Err(SdkError::TotalTooLarge {
@@ -223,6 +357,8 @@ fn scan(
     mut keep: impl FnMut(&str) -> bool,
 ) -> SdkResult<(CanonicalTree, BTreeMap<String, Vec<u8>>)> {
     let tripped = Rc::new(Cell::new(false));
+    // `bufread` so that the decoder consumes exactly the gzip member and what follows it stays
+    // in the slice, to be refused.
     let reader = Budget {
         inner: GzDecoder::new(bytes),
         remaining: limits.stream_budget(),
@@ -241,9 +377,11 @@ fn scan(
     let mut paths = PathSet::default();
     let mut records = Vec::new();
     let mut kept = BTreeMap::new();
-    let mut total = 0u64;
+    let mut budget = EntryBudget::new(limits);
     for entry in archive.entries().map_err(stream_err)? {
         let mut entry = entry.map_err(stream_err)?;
+        // Every entry counts, whatever it is, before any work is done on it.
+        budget.entry()?;
         let raw = entry.path_bytes();
         let raw = match std::str::from_utf8(&raw) {
             Ok(s) => s.to_owned(),
@@ -259,6 +397,7 @@ fn scan(
             continue;
         }
         let path = canonical_path(&raw)?;
+        budget.path(&path)?;
         // The canonical tree never holds ignored names (see `tree::is_ignored`); skipping them
         // here keeps the digest of an archive equal to the digest of its unpacked directory.
         if path.split('/').any(is_ignored) {
@@ -274,25 +413,8 @@ fn scan(
             T::Link => return Err(SdkError::HardlinkEntry(raw)),
             _ => return Err(SdkError::SpecialFileEntry(raw)),
         }
-        if records.len() >= limits.max_files {
-            return Err(SdkError::TooManyFiles {
-                limit: limits.max_files,
-            });
-        }
         let declared = entry.size();
-        if declared > limits.max_file_size {
-            return Err(SdkError::FileTooLarge {
-                path,
-                size: declared,
-                limit: limits.max_file_size,
-            });
-        }
-        total = total.saturating_add(declared);
-        if total > limits.max_total_size {
-            return Err(SdkError::TotalTooLarge {
-                limit: limits.max_total_size,
-            });
-        }
+        budget.file(&path, declared)?;
         paths.insert(&path)?;
         let executable = entry.header().mode().map_err(stream_err)? & 0o111 != 0;
         let (sha256, size) = if keep(&path) {
@@ -319,7 +441,36 @@ fn scan(
             sha256,
         });
     }
+    check_end(archive.into_inner()).map_err(|e| match e {
+        EndError::Stream(e) => stream_err(e),
+        EndError::Sdk(e) => e,
+    })?;
     Ok((CanonicalTree::new(records)?, kept))
+}
+
+enum EndError {
+    Stream(io::Error),
+    Sdk(SdkError),
+}
+
+/// After the tar end-of-archive marker: only zero padding, then the end of the gzip stream
+/// (its CRC and length checked by the decoder), then nothing.
+fn check_end(mut reader: Budget<GzDecoder<&[u8]>>) -> Result<(), EndError> {
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = reader.read(&mut buf).map_err(EndError::Stream)?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Err(EndError::Sdk(SdkError::DataAfterEnd));
+        }
+    }
+    let rest = reader.inner.into_inner();
+    if !rest.is_empty() {
+        return Err(EndError::Sdk(SdkError::TrailingData { bytes: rest.len() }));
+    }
+    Ok(())
 }
 
 /// Checks an archive and holds all of it in memory.

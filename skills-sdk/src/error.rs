@@ -50,6 +50,16 @@ pub enum SdkError {
     TotalTooLarge { limit: u64 },
     #[error("archive has more than {limit} files")]
     TooManyFiles { limit: usize },
+    #[error("archive has more than {limit} entries (files, directories and others)")]
+    TooManyEntries { limit: usize },
+    #[error("path {path:?}… is longer than {limit} bytes")]
+    PathTooLong { path: String, limit: usize },
+    #[error("path {path:?} has more than {limit} components")]
+    PathTooDeep { path: String, limit: usize },
+    #[error("archive has {bytes} bytes after the end of its gzip stream")]
+    TrailingData { bytes: usize },
+    #[error("archive has data after the tar end-of-archive marker")]
+    DataAfterEnd,
     #[error("archive has the path {0:?} twice")]
     DuplicatePath(String),
     #[error("archive uses {0:?} both as a file and as a directory")]
@@ -64,6 +74,10 @@ pub enum SdkError {
     FileNotInArchive(String),
     #[error("invalid digest string: {0:?}")]
     InvalidDigest(String),
+    /// Front matter that cannot be read at all (bad YAML, too large, anchors): its code is the
+    /// diagnostic's rule code, so the same problem has the same code in both places.
+    #[error("{0}")]
+    FrontMatter(Box<Diagnostic>),
 }
 
 impl SdkError {
@@ -85,6 +99,11 @@ impl SdkError {
             Self::FileTooLarge { .. } => "archive.file_too_large",
             Self::TotalTooLarge { .. } => "archive.total_too_large",
             Self::TooManyFiles { .. } => "archive.too_many_files",
+            Self::TooManyEntries { .. } => "archive.too_many_entries",
+            Self::PathTooLong { .. } => "archive.path_too_long",
+            Self::PathTooDeep { .. } => "archive.path_too_deep",
+            Self::TrailingData { .. } => "archive.trailing_data",
+            Self::DataAfterEnd => "archive.data_after_end",
             Self::DuplicatePath(_) => "archive.duplicate_path",
             Self::PathConflict(_) => "archive.path_conflict",
             Self::CorruptArchive(_) => "archive.corrupt",
@@ -92,6 +111,7 @@ impl SdkError {
             Self::DestinationNotEmpty(_) => "destination.not_empty",
             Self::FileNotInArchive(_) => "archive.file_not_found",
             Self::InvalidDigest(_) => "digest.invalid",
+            Self::FrontMatter(d) => d.rule.code(),
         }
     }
 

@@ -1,14 +1,31 @@
 //! `SKILL.md`: YAML front matter between `---` lines, then a Markdown body, per the open Agent
 //! Skills format. The rules and their order follow the reference validator `skills-ref` 0.1.1
 //! (see the crate README for the few deliberate differences).
+//!
+//! The front matter comes from anyone, so it is read within fixed bounds before any rule is
+//! checked: [`MAX_SKILL_MD_BYTES`], [`MAX_FRONTMATTER_BYTES`], no anchors or aliases at all
+//! (`frontmatter.alias`: an alias bomb is refused at its first anchor, before anything is
+//! expanded), [`MAX_FRONTMATTER_DEPTH`] and [`MAX_FRONTMATTER_NODES`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_yaml::Value;
 use unicode_normalization::UnicodeNormalization;
 
 use crate::diagnostic::{Diagnostic, Rule, ValidationMode};
+use crate::error::{SdkError, SdkResult};
+use crate::yaml::{self, Node, YamlError};
+
+/// Largest `SKILL.md`, in bytes. The biggest public skill's is 74 KB; instructions that need
+/// more belong in `references/`.
+pub const MAX_SKILL_MD_BYTES: usize = 1024 * 1024;
+/// Largest front matter (the YAML between the `---` lines), in bytes. The format's fields fit
+/// in under 3 KB (name 64, description 1024, compatibility 500 characters).
+pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// Deepest nesting of sequences and mappings in a front matter; the format needs 2.
+pub const MAX_FRONTMATTER_DEPTH: usize = 32;
+/// Most YAML nodes (scalars, sequences and mappings, keys included) in a front matter.
+pub const MAX_FRONTMATTER_NODES: usize = 10_000;
 
 pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_DESCRIPTION_LEN: usize = 1024;
@@ -78,6 +95,120 @@ pub fn split_skill_md(content: &str) -> Result<SkillMdParts<'_>, Rule> {
     Err(Rule::FrontmatterUnclosed)
 }
 
+/// Reads front matter within the bounds of the module doc; `Err` is the one diagnostic that
+/// stopped it.
+fn read_yaml(file: &str, yaml: &str) -> Result<Node, Diagnostic> {
+    if yaml.len() > MAX_FRONTMATTER_BYTES {
+        return Err(Diagnostic::error(
+            file,
+            None,
+            Rule::FrontmatterTooLarge,
+            format!(
+                "front matter is {} bytes, over the limit of {MAX_FRONTMATTER_BYTES}",
+                yaml.len()
+            ),
+        ));
+    }
+    yaml::parse(yaml).map_err(|e| match e {
+        YamlError::Syntax(msg) => Diagnostic::error(
+            file,
+            None,
+            Rule::FrontmatterSyntax,
+            format!("invalid YAML in front matter: {msg}"),
+        ),
+        YamlError::AnchorOrAlias => Diagnostic::error(
+            file,
+            None,
+            Rule::FrontmatterAlias,
+            "YAML anchors (&) and aliases (*) are not allowed in front matter",
+        ),
+        YamlError::TooDeep => Diagnostic::error(
+            file,
+            None,
+            Rule::FrontmatterTooDeep,
+            format!("front matter nests deeper than {MAX_FRONTMATTER_DEPTH} levels"),
+        ),
+        YamlError::TooManyNodes => Diagnostic::error(
+            file,
+            None,
+            Rule::FrontmatterTooManyNodes,
+            format!("front matter has more than {MAX_FRONTMATTER_NODES} YAML nodes"),
+        ),
+    })
+}
+
+/// The front matter `yaml` (the first part of [`split_skill_md`]) as a JSON object, value for
+/// value as YAML reads it (numbers stay numbers; a value under a foreign tag `!t` becomes
+/// `{"!t": value}`), for serving it beside the file. Read with the same bounds as
+/// [`parse_skill_md`]: the error's code is the diagnostic's (`frontmatter.alias`,
+/// `frontmatter.too_large`, `frontmatter.syntax`, …). Empty front matter is an empty object.
+pub fn frontmatter_json(yaml: &str) -> SdkResult<serde_json::Map<String, serde_json::Value>> {
+    let fail = |rule: Rule, msg: &str| {
+        SdkError::FrontMatter(Box::new(Diagnostic::error("SKILL.md", None, rule, msg)))
+    };
+    match read_yaml("SKILL.md", yaml).map_err(|d| SdkError::FrontMatter(Box::new(d)))? {
+        Node::Null => Ok(serde_json::Map::new()),
+        node @ Node::Map(_) => match node.to_json() {
+            Some(serde_json::Value::Object(map)) => Ok(map),
+            _ => Err(fail(
+                Rule::FieldType,
+                "front matter mapping keys must be scalars",
+            )),
+        },
+        _ => Err(fail(
+            Rule::FrontmatterNotMapping,
+            "SKILL.md front matter must be a YAML mapping",
+        )),
+    }
+}
+
+/// The front matter as written: the format's fields, each still the YAML node it was (so that
+/// a wrong type is reported per field), and every other key.
+#[derive(Debug, Default)]
+struct RawFrontmatter {
+    name: Option<Node>,
+    description: Option<Node>,
+    license: Option<Node>,
+    compatibility: Option<Node>,
+    metadata: Option<Node>,
+    allowed_tools: Option<Node>,
+    /// Keys outside [`KNOWN_FIELDS`], sorted.
+    unknown: BTreeMap<String, Node>,
+}
+
+impl RawFrontmatter {
+    /// Sorts the entries of the top-level mapping into fields; a key that is not a scalar is
+    /// reported and dropped. A repeated key cannot reach here: the reader refuses it.
+    fn from_entries(file: &str, entries: Vec<(Node, Node)>, diags: &mut Vec<Diagnostic>) -> Self {
+        let mut raw = Self::default();
+        for (k, v) in entries {
+            let Some(key) = k.scalar_string() else {
+                diags.push(Diagnostic::error(
+                    file,
+                    None,
+                    Rule::FieldType,
+                    "front matter keys must be strings",
+                ));
+                continue;
+            };
+            let slot = match key.as_str() {
+                "name" => &mut raw.name,
+                "description" => &mut raw.description,
+                "license" => &mut raw.license,
+                "compatibility" => &mut raw.compatibility,
+                "metadata" => &mut raw.metadata,
+                "allowed-tools" => &mut raw.allowed_tools,
+                _ => {
+                    raw.unknown.insert(key, v);
+                    continue;
+                }
+            };
+            *slot = Some(v);
+        }
+        raw
+    }
+}
+
 /// Parses and checks the text of `SKILL.md`.
 ///
 /// `file` names the file in diagnostics; `dir_name`, when known, must equal the skill name.
@@ -90,6 +221,18 @@ pub fn parse_skill_md(
     mode: ValidationMode,
 ) -> (Option<Frontmatter>, String, Vec<Diagnostic>) {
     let mut diags = Vec::new();
+    if content.len() > MAX_SKILL_MD_BYTES {
+        diags.push(Diagnostic::error(
+            file,
+            None,
+            Rule::SkillMdTooLarge,
+            format!(
+                "SKILL.md is {} bytes, over the limit of {MAX_SKILL_MD_BYTES}",
+                content.len()
+            ),
+        ));
+        return (None, String::new(), diags);
+    }
     let content = content.replace("\r\n", "\n");
     let parts = match split_skill_md(&content) {
         Ok(p) => p,
@@ -103,8 +246,8 @@ pub fn parse_skill_md(
         }
     };
     let body = parts.body.trim().to_owned();
-    let map = match serde_yaml::from_str::<Value>(parts.yaml) {
-        Ok(Value::Mapping(m)) => m,
+    let entries = match read_yaml(file, parts.yaml) {
+        Ok(Node::Map(entries)) => entries,
         Ok(_) => {
             diags.push(Diagnostic::error(
                 file,
@@ -114,48 +257,25 @@ pub fn parse_skill_md(
             ));
             return (None, body, diags);
         }
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                file,
-                None,
-                Rule::FrontmatterSyntax,
-                format!("invalid YAML in front matter: {e}"),
-            ));
+        Err(d) => {
+            diags.push(d);
             return (None, body, diags);
         }
     };
-
-    let mut fields: BTreeMap<String, Value> = BTreeMap::new();
-    for (k, v) in map {
-        match scalar_string(&k) {
-            Some(k) => {
-                fields.insert(k, v);
-            }
-            None => diags.push(Diagnostic::error(
-                file,
-                None,
-                Rule::FieldType,
-                "front matter keys must be strings",
-            )),
-        }
-    }
-
-    let fm = check_fields(file, &fields, dir_name, mode, &mut diags);
+    let raw = RawFrontmatter::from_entries(file, entries, &mut diags);
+    let fm = check_fields(file, &raw, dir_name, mode, &mut diags);
     (fm, body, diags)
 }
 
 fn check_fields(
     file: &str,
-    fields: &BTreeMap<String, Value>,
+    fields: &RawFrontmatter,
     dir_name: Option<&str>,
     mode: ValidationMode,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Frontmatter> {
     let mut extra = BTreeMap::new();
-    for (key, value) in fields {
-        if KNOWN_FIELDS.contains(&key.as_str()) {
-            continue;
-        }
+    for (key, value) in &fields.unknown {
         let msg = format!(
             "unexpected field {key:?} in front matter; allowed: {}",
             KNOWN_FIELDS.join(", ")
@@ -171,21 +291,27 @@ fn check_fields(
                     Rule::FieldUnknown,
                     msg,
                 ));
-                extra.insert(key.clone(), serde_json::to_value(value).unwrap_or_default());
+                extra.insert(key.clone(), value.to_json().unwrap_or_default());
             }
         }
     }
 
-    let name = required_string(file, fields, "name", Rule::NameMissing, diags)
+    let name = required_string(file, &fields.name, "name", Rule::NameMissing, diags)
         .map(|n| n.trim().to_owned());
     if let Some(name) = &name {
         check_name(file, name, dir_name, diags);
     }
-    let description = required_string(file, fields, "description", Rule::DescriptionMissing, diags);
+    let description = required_string(
+        file,
+        &fields.description,
+        "description",
+        Rule::DescriptionMissing,
+        diags,
+    );
     if let Some(d) = &description {
         check_description(file, d, diags);
     }
-    let compatibility = optional_string(file, fields, "compatibility", diags);
+    let compatibility = optional_string(file, &fields.compatibility, "compatibility", diags);
     if let Some(c) = &compatibility {
         let len = c.chars().count();
         if len > MAX_COMPATIBILITY_LEN {
@@ -197,9 +323,9 @@ fn check_fields(
             ));
         }
     }
-    let license = optional_string(file, fields, "license", diags);
-    let metadata = check_metadata(file, fields.get("metadata"), diags);
-    let allowed_tools = check_allowed_tools(file, fields.get("allowed-tools"), diags);
+    let license = optional_string(file, &fields.license, "license", diags);
+    let metadata = check_metadata(file, fields.metadata.as_ref(), diags);
+    let allowed_tools = check_allowed_tools(file, fields.allowed_tools.as_ref(), diags);
 
     Some(Frontmatter {
         name: name?,
@@ -212,27 +338,14 @@ fn check_fields(
     })
 }
 
-/// YAML scalars read as strings, as the reference parser (strictyaml) reads them; `~`/empty
-/// becomes the empty string.
-fn scalar_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Null => Some(String::new()),
-        Value::Tagged(t) => scalar_string(&t.value),
-        Value::Sequence(_) | Value::Mapping(_) => None,
-    }
-}
-
 fn required_string(
     file: &str,
-    fields: &BTreeMap<String, Value>,
+    field: &Option<Node>,
     key: &str,
     missing: Rule,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    let Some(v) = fields.get(key) else {
+    let Some(v) = field else {
         diags.push(Diagnostic::error(
             file,
             Some(key),
@@ -241,7 +354,7 @@ fn required_string(
         ));
         return None;
     };
-    let s = scalar_string(v);
+    let s = v.scalar_string();
     if s.is_none() {
         diags.push(Diagnostic::error(
             file,
@@ -253,14 +366,16 @@ fn required_string(
     s
 }
 
+/// YAML scalars read as strings, as the reference parser (strictyaml) reads them; `~`/empty
+/// becomes the empty string.
 fn optional_string(
     file: &str,
-    fields: &BTreeMap<String, Value>,
+    field: &Option<Node>,
     key: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    let v = fields.get(key)?;
-    let s = scalar_string(v);
+    let v = field.as_ref()?;
+    let s = v.scalar_string();
     if s.is_none() {
         diags.push(Diagnostic::error(
             file,
@@ -368,14 +483,14 @@ pub fn check_description(file: &str, description: &str, diags: &mut Vec<Diagnost
 
 fn check_metadata(
     file: &str,
-    value: Option<&Value>,
+    value: Option<&Node>,
     diags: &mut Vec<Diagnostic>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let Some(value) = value else { return out };
     let map = match value {
-        Value::Mapping(m) => m,
-        Value::Null => return out,
+        Node::Map(m) => m,
+        Node::Null => return out,
         _ => {
             diags.push(Diagnostic::error(
                 file,
@@ -387,7 +502,7 @@ fn check_metadata(
         }
     };
     for (k, v) in map {
-        match (scalar_string(k), scalar_string(v)) {
+        match (k.scalar_string(), v.scalar_string()) {
             (Some(k), Some(v)) => {
                 out.insert(k, v);
             }
@@ -407,18 +522,18 @@ fn check_metadata(
 
 fn check_allowed_tools(
     file: &str,
-    value: Option<&Value>,
+    value: Option<&Node>,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<String> {
     let f = Some("allowed-tools");
     match value {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
-        Some(Value::Sequence(items)) => {
+        None | Some(Node::Null) => Vec::new(),
+        Some(Node::Str(s)) => s.split_whitespace().map(str::to_owned).collect(),
+        Some(Node::Seq(items)) => {
             let mut out = Vec::new();
             for item in items {
                 match item {
-                    Value::String(s) if !s.trim().is_empty() => out.push(s.trim().to_owned()),
+                    Node::Str(s) if !s.trim().is_empty() => out.push(s.trim().to_owned()),
                     _ => diags.push(Diagnostic::error(
                         file,
                         f,

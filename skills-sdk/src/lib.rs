@@ -9,18 +9,19 @@ pub mod manifest;
 pub mod scaffold;
 pub mod skill;
 pub mod tree;
+mod yaml;
 
 /// Re-exported because [`Manifest::version`] and [`Skill::version`] are `semver::Version`s.
 pub use semver;
 
 pub use archive::{
-    ArchiveLimits, ArchivedFile, PackedSkill, SkillArchive, digest_of_archive, list_archive,
-    pack_dir, read_archive, read_archive_file, unpack_to,
+    ArchiveLimits, ArchivedFile, EntryBudget, PackedSkill, SkillArchive, digest_of_archive,
+    list_archive, pack_dir, read_archive, read_archive_file, unpack_to,
 };
 pub use diagnostic::{Diagnostic, Rule, Severity, ValidationMode};
 pub use disclosure::{DiscoverEntry, Risk, estimate_tokens, short_description};
 pub use error::{SdkError, SdkResult};
-pub use frontmatter::{Frontmatter, parse_skill_md};
+pub use frontmatter::{Frontmatter, frontmatter_json, parse_skill_md};
 pub use manifest::{Contract, Manifest, Requirements, SkillScope, TestSpec, parse_manifest};
 pub use scaffold::init_skill;
 pub use skill::{

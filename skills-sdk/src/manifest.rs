@@ -34,6 +34,8 @@ use toml::{Table, Value};
 use crate::diagnostic::{Diagnostic, Rule, ValidationMode};
 
 pub const MANIFEST_FILE: &str = "skill.toml";
+/// Largest `skill.toml`, in bytes; a manifest is a few hundred.
+pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
 pub const DEFAULT_TEST_TIMEOUT_SECS: u64 = 300;
 pub const MAX_TEST_TIMEOUT_SECS: u64 = 3600;
 
@@ -159,6 +161,17 @@ pub fn parse_manifest(text: &str, mode: ValidationMode) -> (Option<Manifest>, Ve
         diags: Vec::new(),
         mode,
     };
+    if text.len() > MAX_MANIFEST_BYTES {
+        c.error(
+            None,
+            Rule::ManifestTooLarge,
+            format!(
+                "skill.toml is {} bytes, over the limit of {MAX_MANIFEST_BYTES}",
+                text.len()
+            ),
+        );
+        return (None, c.diags);
+    }
     let table = match text.parse::<Table>() {
         Ok(t) => t,
         Err(e) => {

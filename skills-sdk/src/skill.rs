@@ -2,6 +2,7 @@
 //! from an archive, checked into a [`Report`].
 
 use std::fs;
+use std::io::Read as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -9,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::archive::SkillArchive;
 use crate::diagnostic::{Diagnostic, Rule, ValidationMode, no_errors};
 use crate::error::{SdkError, SdkResult};
-use crate::frontmatter::{Frontmatter, parse_skill_md};
-use crate::manifest::{MANIFEST_FILE, Manifest, parse_manifest};
+use crate::frontmatter::{Frontmatter, MAX_SKILL_MD_BYTES, parse_skill_md};
+use crate::manifest::{MANIFEST_FILE, MAX_MANIFEST_BYTES, Manifest, parse_manifest};
 
 pub const SKILL_MD: &str = "SKILL.md";
 /// Accepted, with a warning, when `SKILL.md` is absent (the reference validator accepts it).
@@ -160,12 +161,19 @@ pub fn validate_source(src: SkillSource<'_>, mode: ValidationMode) -> Report {
     }
 }
 
-fn read_optional(path: &Path) -> SdkResult<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SdkError::io(path, e)),
-    }
+/// Reads at most `limit + 1` bytes of `path`: enough for the validator to see that a file is
+/// over its limit without reading all of it.
+fn read_optional(path: &Path, limit: usize) -> SdkResult<Option<Vec<u8>>> {
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SdkError::io(path, e)),
+    };
+    let mut buf = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| SdkError::io(path, e))?;
+    Ok(Some(buf))
 }
 
 /// Validates the skill directory `dir`. Content problems are diagnostics in the report; only
@@ -181,12 +189,12 @@ pub fn validate_dir(dir: &Path, mode: ValidationMode) -> SdkResult<Report> {
 
     let mut skill_md = None;
     for name in [SKILL_MD, SKILL_MD_LOWERCASE] {
-        if let Some(bytes) = read_optional(&dir.join(name))? {
+        if let Some(bytes) = read_optional(&dir.join(name), MAX_SKILL_MD_BYTES)? {
             skill_md = Some((name, bytes));
             break;
         }
     }
-    let manifest = read_optional(&dir.join(MANIFEST_FILE))?;
+    let manifest = read_optional(&dir.join(MANIFEST_FILE), MAX_MANIFEST_BYTES)?;
     Ok(validate_source(
         SkillSource {
             dir_name: dir_name.as_deref(),

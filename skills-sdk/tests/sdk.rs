@@ -36,7 +36,7 @@ mod reference_agreement {
     use super::*;
     use skills_sdk::{Rule, validate_dir};
 
-    fn shared_data() -> PathBuf {
+    pub(super) fn shared_data() -> PathBuf {
         match std::env::var_os("REGISTRY_SHARED_DATA") {
             Some(p) => PathBuf::from(p),
             None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
@@ -441,7 +441,7 @@ mod unpack {
 mod attacks {
     use super::*;
     use skills_sdk::archive::gzip;
-    use skills_sdk::{digest_of_archive, read_archive, unpack_to};
+    use skills_sdk::{digest_of_archive, read_archive, read_archive_file, unpack_to};
     use tar::{EntryType, Header};
 
     /// Appends an entry with raw header fields: the tar crate's path setters refuse `..` and
@@ -593,10 +593,11 @@ mod attacks {
     }
 
     #[test]
-    fn gzip_bomb_of_directory_entries_stops_on_the_stream_budget() {
-        // Directory entries carry no size, so only the cap on decompressed bytes stops them.
+    fn ninety_thousand_directory_entries_are_refused_by_count() {
+        // The review's attack: 90,000 directory entries were accepted, since only regular files
+        // counted and the stream budget (58 MB) is larger than their 46 MB of headers.
         let bytes = archive(|b| {
-            for i in 0..20_000 {
+            for i in 0..90_000 {
                 raw(
                     b,
                     format!("d{i}/").as_bytes(),
@@ -606,12 +607,137 @@ mod attacks {
                 );
             }
         });
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.too_many_entries"
+        );
+        assert_eq!(
+            read_archive_file(&bytes, "SKILL.md", &ArchiveLimits::default())
+                .unwrap_err()
+                .code(),
+            "archive.too_many_entries"
+        );
+    }
+
+    #[test]
+    fn ignored_names_and_global_headers_count_as_entries() {
+        let bytes = archive(|b| {
+            for i in 0..20 {
+                raw(
+                    b,
+                    format!("__pycache__/{i}.pyc").as_bytes(),
+                    EntryType::Regular,
+                    b"x",
+                    b"",
+                );
+            }
+        });
         let limits = ArchiveLimits {
-            max_file_size: 1024,
-            max_total_size: 1024 * 1024,
-            max_files: 10,
+            max_entries: 10,
+            ..ArchiveLimits::default()
         };
-        assert_eq!(refused(&bytes, &limits), "archive.total_too_large");
+        assert_eq!(refused(&bytes, &limits), "archive.too_many_entries");
+    }
+
+    #[test]
+    fn trailing_garbage_after_the_gzip_stream_is_refused() {
+        let mut bytes = archive(|_| {});
+        assert!(read_archive(&bytes, &ArchiveLimits::default()).is_ok());
+        bytes.extend_from_slice(b"<script>served as part of the archive</script>");
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.trailing_data"
+        );
+        assert_eq!(
+            read_archive_file(&bytes, "SKILL.md", &ArchiveLimits::default())
+                .unwrap_err()
+                .code(),
+            "archive.trailing_data"
+        );
+    }
+
+    #[test]
+    fn a_second_gzip_member_is_refused() {
+        let mut bytes = archive(|_| {});
+        let mut hidden = tar::Builder::new(Vec::new());
+        raw(&mut hidden, b"hidden.md", EntryType::Regular, b"x", b"");
+        bytes.extend_from_slice(&gzip(&hidden.into_inner().unwrap()).unwrap());
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.trailing_data"
+        );
+    }
+
+    #[test]
+    fn data_after_the_tar_end_marker_is_refused_but_zero_padding_is_not() {
+        let mut b = tar::Builder::new(Vec::new());
+        raw(
+            &mut b,
+            b"SKILL.md",
+            EntryType::Regular,
+            SKILL_MD.as_bytes(),
+            b"",
+        );
+        let mut tar_bytes = b.into_inner().unwrap();
+        // `tar` pads archives to 10 KiB records with zeros: that is fine.
+        tar_bytes.resize(10 * 1024, 0);
+        let padded = gzip(&tar_bytes).unwrap();
+        assert!(read_archive(&padded, &ArchiveLimits::default()).is_ok());
+        tar_bytes.extend_from_slice(b"smuggled after the end marker");
+        assert_eq!(
+            refused(&gzip(&tar_bytes).unwrap(), &ArchiveLimits::default()),
+            "archive.data_after_end"
+        );
+    }
+
+    #[test]
+    fn a_corrupt_gzip_trailer_is_refused() {
+        let mut bytes = archive(|_| {});
+        let crc = bytes.len() - 8;
+        bytes[crc] ^= 0xff;
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.corrupt"
+        );
+    }
+
+    #[test]
+    fn paths_over_the_length_or_depth_limit_are_refused() {
+        let deep = vec!["d"; skills_sdk::archive::DEFAULT_MAX_PATH_DEPTH + 1].join("/");
+        assert_eq!(
+            one(deep.as_bytes(), EntryType::Regular, b"x", b""),
+            "archive.path_too_deep"
+        );
+        let mut b = tar::Builder::new(Vec::new());
+        raw(
+            &mut b,
+            b"SKILL.md",
+            EntryType::Regular,
+            SKILL_MD.as_bytes(),
+            b"",
+        );
+        let long = "n".repeat(skills_sdk::archive::DEFAULT_MAX_PATH_BYTES + 1);
+        skills_sdk::archive::append_file(&mut b, &long, false, b"x").unwrap();
+        let bytes = gzip(&b.into_inner().unwrap()).unwrap();
+        assert_eq!(
+            refused(&bytes, &ArchiveLimits::default()),
+            "archive.path_too_long"
+        );
+    }
+
+    #[test]
+    fn a_read_archive_can_be_kept_and_shared() {
+        fn shareable<T: Send + Sync + 'static>(_: &T) {}
+        let bytes = archive(|b| raw(b, b"scripts/run.sh", EntryType::Regular, b"echo", b""));
+        let kept = std::sync::Arc::new(read_archive(&bytes, &ArchiveLimits::default()).unwrap());
+        shareable(&kept);
+        assert_eq!(
+            kept.retained_bytes(),
+            (SKILL_MD.len() + "echo".len()) as u64
+        );
+        assert_eq!(kept.contents("scripts/run.sh"), Some(&b"echo"[..]));
+        assert_eq!(kept.executable("scripts/run.sh"), Some(false));
+        assert_eq!(kept.executable("nope"), None);
     }
 
     #[test]
@@ -652,5 +778,328 @@ mod attacks {
             a.paths().collect::<Vec<_>>(),
             ["SKILL.md", "references/a.md"]
         );
+    }
+}
+
+/// Pins what the front matter of real and tricky `SKILL.md` files reads as, so that a change of
+/// YAML parser cannot change a verdict, a value or the served JSON unnoticed. The snapshots
+/// were first recorded with `serde_yaml` 0.9; with `saphyr-parser` every verdict, diagnostic
+/// and validated value stayed the same, and only the served JSON of inputs `serde_yaml` could
+/// not serve changed (a foreign tag is now `{"!tag": value}` instead of an error; a repeated
+/// key, which validation always refused, is now refused there too).
+mod frontmatter_compat {
+    use super::*;
+    use serde_json::{Value, json};
+    use skills_sdk::frontmatter::{frontmatter_json, parse_skill_md, split_skill_md};
+
+    fn read(text: &str, mode: ValidationMode) -> Value {
+        let (fm, body, diags) = parse_skill_md("SKILL.md", text, None, mode);
+        json!({
+            "codes": diags.iter().map(|d| format!("{}{}", d.rule.code(), if d.is_error() { "" } else { " (warning)" })).collect::<Vec<_>>(),
+            "frontmatter": fm,
+            "body": body,
+        })
+    }
+
+    fn served(text: &str) -> Value {
+        let text = text.replace("\r\n", "\n");
+        match split_skill_md(&text) {
+            Err(rule) => json!({ "split_error": rule.code() }),
+            Ok(parts) => match frontmatter_json(parts.yaml) {
+                Ok(map) => Value::Object(map),
+                Err(e) => json!({ "error": e.code() }),
+            },
+        }
+    }
+
+    fn case(yaml: &str) -> Value {
+        let text = format!("---\n{yaml}---\nbody\n");
+        json!({
+            "yaml": yaml,
+            "strict": read(&text, ValidationMode::Strict),
+            "lenient": read(&text, ValidationMode::Lenient),
+            "served": served(&text),
+        })
+    }
+
+    #[test]
+    fn tricky_front_matter_reads_as_before() {
+        let cases = [
+            "name: a\ndescription: x\n",
+            "",
+            "# only a comment\n",
+            "name: a\ndescription: |\n  line one\n  line two\n\nlicense: >-\n  folded\n  text\n",
+            "name: \"quoted\\tname\"\ndescription: 'it''s'\n",
+            "{name: flow, description: \"in flow\", allowed-tools: [Read, Write]}\n",
+            "name: a\ndescription: x\nallowed-tools: Bash(git:*) Read  Write\n",
+            "name: a\ndescription: x\nallowed-tools:\n  - Read\n  - ''\n  - 3\n",
+            "name: a\ndescription: x\nallowed-tools: 3\n",
+            "name: a\ndescription: x\nmetadata: [1, 2]\n",
+            "name: a\ndescription: x\nmetadata: ~\n",
+            "name: a\ndescription: x\nmetadata:\n  k: [1]\n  ? [complex]\n  : v\n",
+            "name: a\ndescription: x\nmetadata:\n  1: one\n  true: yes\n",
+            "name: 123\ndescription: true\n",
+            "name: !!str 123\ndescription: !custom tagged\n",
+            "name: a\ndescription: x\nversion: 1.2.0\nauthor:\n  name: me\n  tags: [a, b]\nnum: 5\nfl: 2.5\nnothing: ~\n",
+            "name: a\nname: b\ndescription: x\n",
+            "name: a\ndescription: x\nmetadata:\n  k: 1\n  k: 2\n",
+            "name:\n  nested: 1\ndescription: x\n",
+            "name: [unclosed\n",
+            "- a\n- b\n",
+            "just a string\n",
+            "name: a\ndescription: x\n...\n",
+            "name: a\ndescription: x\n...\nname: b\n",
+            "? name\n: a\ndescription: x\n",
+            "name: a\ndescription: x\n\"quoted key\": v\n",
+            "name: é-ü\ndescription: ünïcödé ✓\n",
+            "name: a\ndescription: x\ncompatibility: ''\nlicense: ~\n",
+            "name: a\ndescription: \"  \"\n",
+            "name: a\ndescription: x\n\tbad: tab\n",
+        ];
+        let out: Vec<Value> = cases.iter().map(|c| case(c)).collect();
+        insta::assert_json_snapshot!("tricky_front_matter", out);
+    }
+
+    #[test]
+    fn scalars_read_as_before() {
+        let values = [
+            "3",
+            "1.50",
+            "true",
+            "True",
+            "TRUE",
+            "tRUE",
+            "~",
+            "null",
+            "Null",
+            "",
+            "0x1F",
+            "0o17",
+            "0b101",
+            "0123",
+            "-0123",
+            "+0123",
+            "-5",
+            "+7",
+            "-0x1F",
+            "0x-1",
+            ".inf",
+            "-.inf",
+            "+.inf",
+            ".nan",
+            ".NaN",
+            "nan",
+            "inf",
+            "1e3",
+            "1.0",
+            "1e16",
+            "0.1",
+            "1.",
+            ".5",
+            "-.5",
+            "+-1",
+            "0x",
+            "1_000",
+            "123456789012345678901234567890",
+            "-123456789012345678901234567890",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "'3'",
+            "\"4\"",
+            "yes",
+            "no",
+            "2024-01-02",
+            "1.10",
+            "1.2.3",
+            "!!str 5",
+            "!!int 42",
+            "!!int \"42\"",
+            "!!float 1",
+            "!!bool true",
+            "!!null ~",
+            "!!int x",
+            "!custom 5",
+            "!custom '5'",
+            "|\n    block",
+        ];
+        let out: Vec<Value> = values
+            .iter()
+            .map(|v| {
+                let text =
+                    format!("---\nname: a\ndescription: x\nmetadata:\n  k: {v}\nx: {v}\n---\n");
+                let (fm, _, diags) =
+                    parse_skill_md("SKILL.md", &text, None, ValidationMode::Lenient);
+                let codes: Vec<_> = diags
+                    .iter()
+                    .filter(|d| d.is_error())
+                    .map(|d| d.rule.code())
+                    .collect();
+                json!({
+                    "value": v,
+                    "errors": codes,
+                    "metadata": fm.as_ref().map(|f| f.metadata.get("k").cloned()),
+                    "extra": fm.as_ref().map(|f| f.extra.get("x").cloned()),
+                    "served": served(&text).get("x").cloned().unwrap_or_else(|| served(&text)),
+                })
+            })
+            .collect();
+        insta::assert_json_snapshot!("scalars", out);
+    }
+
+    #[test]
+    fn public_skills_read_as_before() {
+        let root = reference_agreement::shared_data().join("skills-public");
+        let tsv = fs::read_to_string(root.join("expected-verdicts.tsv")).unwrap();
+        let mut out = serde_json::Map::new();
+        for line in tsv.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let rel = line.split('\t').nth(1).unwrap();
+            let report = skills_sdk::validate_dir(&root.join(rel), ValidationMode::Strict).unwrap();
+            let text = fs::read_to_string(root.join(rel).join("SKILL.md")).unwrap();
+            let (fm, _, _) = parse_skill_md("SKILL.md", &text, None, ValidationMode::Lenient);
+            out.insert(
+                rel.to_owned(),
+                json!({
+                    "codes": report.diagnostics.iter().map(|d| d.rule.code()).collect::<Vec<_>>(),
+                    "frontmatter": fm,
+                    "served": served(&text),
+                }),
+            );
+        }
+        assert!(out.len() >= 24);
+        insta::assert_json_snapshot!("public_skills", out);
+    }
+}
+
+/// The front-matter attacks of the security review (issue #12 item 2), each performed for real.
+mod frontmatter_attacks {
+    use super::*;
+    use skills_sdk::archive::{append_file, gzip};
+    use skills_sdk::frontmatter::{
+        MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH, MAX_FRONTMATTER_NODES, MAX_SKILL_MD_BYTES,
+        frontmatter_json, parse_skill_md,
+    };
+    use skills_sdk::{read_archive, validate_archive};
+
+    /// Nine levels of nine aliases each: about 387 million "lol"s once expanded, in 600 bytes.
+    fn billion_laughs() -> String {
+        let mut y = String::from(
+            "name: demo\ndescription: laughs\nl0: &l0 [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n",
+        );
+        for i in 1..9 {
+            let p = format!("*l{}", i - 1);
+            y.push_str(&format!("l{i}: &l{i} [{}]\n", [p.as_str(); 9].join(",")));
+        }
+        y
+    }
+
+    fn codes(text: &str) -> Vec<&'static str> {
+        let (_, _, d) = parse_skill_md("SKILL.md", text, None, ValidationMode::Lenient);
+        d.iter().map(|d| d.rule.code()).collect()
+    }
+
+    #[test]
+    fn an_alias_bomb_in_front_matter_is_refused_fast() {
+        let yaml = billion_laughs();
+        assert!(yaml.len() < 1024, "{}", yaml.len());
+        let skill_md = format!("---\n{yaml}---\nbody\n");
+        // Validation, as on publish: refused by the alias rule, at the first anchor.
+        assert_eq!(codes(&skill_md), ["frontmatter.alias"]);
+        // The same through an archive, the way the 405-byte attack reached the server.
+        let mut b = tar::Builder::new(Vec::new());
+        append_file(&mut b, "SKILL.md", false, skill_md.as_bytes()).unwrap();
+        let bytes = gzip(&b.into_inner().unwrap()).unwrap();
+        let archive = read_archive(&bytes, &ArchiveLimits::default()).unwrap();
+        let report = validate_archive(&archive, ValidationMode::Lenient);
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["frontmatter.alias"]);
+        assert!(report.skill.is_none());
+        // And when serving a stored front matter.
+        assert_eq!(
+            frontmatter_json(&yaml).unwrap_err().code(),
+            "frontmatter.alias"
+        );
+    }
+
+    #[test]
+    fn a_single_anchor_or_alias_is_refused() {
+        assert_eq!(
+            codes("---\nname: &n demo\ndescription: d\n---\n"),
+            ["frontmatter.alias"]
+        );
+        assert_eq!(
+            codes("---\nname: demo\ndescription: d\nmetadata: &m {a: b}\nx: *m\n---\n"),
+            ["frontmatter.alias"]
+        );
+        assert_eq!(
+            codes("---\nbase: &b {name: demo}\n<<: *b\ndescription: d\n---\n"),
+            ["frontmatter.alias"]
+        );
+    }
+
+    #[test]
+    fn a_front_matter_over_its_size_limit_is_refused() {
+        let pad = "x".repeat(MAX_FRONTMATTER_BYTES);
+        let text = format!("---\nname: demo\ndescription: d\nlicense: {pad}\n---\n");
+        assert_eq!(codes(&text), ["frontmatter.too_large"]);
+        assert_eq!(
+            frontmatter_json(&format!("license: {pad}\n"))
+                .unwrap_err()
+                .code(),
+            "frontmatter.too_large"
+        );
+    }
+
+    #[test]
+    fn a_skill_md_over_its_size_limit_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = demo_skill(tmp.path());
+        let body = "b".repeat(MAX_SKILL_MD_BYTES);
+        write(&dir, "SKILL.md", format!("{SKILL_MD}{body}").as_bytes());
+        let report = skills_sdk::validate_dir(&dir, ValidationMode::Strict).unwrap();
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["skill_md.too_large"]);
+    }
+
+    #[test]
+    fn deeply_nested_front_matter_is_refused() {
+        let depth = MAX_FRONTMATTER_DEPTH + 1;
+        let text = format!(
+            "---\nname: demo\ndescription: d\nx: {}{}\n---\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        assert_eq!(codes(&text), ["frontmatter.too_deep"]);
+        // 60 KB of unclosed nesting: the parser's own nesting limit (256) or ours stops it.
+        let text = format!("---\nx: {}\n---\n", "[".repeat(60_000));
+        let c = codes(&text);
+        assert!(
+            c == ["frontmatter.too_deep"] || c == ["frontmatter.syntax"],
+            "{c:?}"
+        );
+    }
+
+    #[test]
+    fn front_matter_with_too_many_nodes_is_refused() {
+        let items = "1,".repeat(MAX_FRONTMATTER_NODES);
+        let text = format!("---\nname: demo\ndescription: d\nx: [{items}]\n---\n");
+        assert!(text.len() < MAX_FRONTMATTER_BYTES);
+        assert_eq!(codes(&text), ["frontmatter.too_many_nodes"]);
+    }
+
+    #[test]
+    fn a_skill_toml_over_its_size_limit_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = demo_skill(tmp.path());
+        let pad = "#".repeat(skills_sdk::manifest::MAX_MANIFEST_BYTES);
+        write(
+            &dir,
+            "skill.toml",
+            format!("owner = \"me\"\nversion = \"1.0.0\"\n{pad}\n").as_bytes(),
+        );
+        let report = skills_sdk::validate_dir(&dir, ValidationMode::Strict).unwrap();
+        let rules: Vec<_> = report.diagnostics.iter().map(|d| d.rule.code()).collect();
+        assert_eq!(rules, ["manifest.too_large"]);
     }
 }

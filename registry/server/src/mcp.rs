@@ -382,8 +382,8 @@ fn skill_entry(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiRes
     let text = String::from_utf8(skill_md.contents).map_err(ApiError::internal)?;
     let parts = skills_sdk::frontmatter::split_skill_md(&text)
         .map_err(|r| ApiError::internal(format!("stored SKILL.md no longer splits: {r:?}")))?;
-    let yaml: serde_json::Map<String, Value> =
-        serde_yaml::from_str(parts.yaml).map_err(ApiError::internal)?;
+    // The SDK's bounded reader: no anchors or aliases, capped size, depth and node count.
+    let yaml = skills_sdk::frontmatter::frontmatter_json(parts.yaml).map_err(ApiError::internal)?;
     let field = |k: &str| {
         yaml.get(k)
             .and_then(Value::as_str)

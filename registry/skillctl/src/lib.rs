@@ -2,7 +2,8 @@
 //! repositories, running a version's declared tests, and lockfiles (`skills.toml` →
 //! `skills.lock` → install). The binary (`main.rs`) is a thin argument parser over this.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -13,7 +14,87 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use skills_sdk::semver::{Version, VersionReq};
-use skills_sdk::{ArchiveLimits, PackedSkill};
+use skills_sdk::{ArchiveLimits, EntryBudget, PackedSkill, SdkError, TreeDigest};
+
+/// What `skillctl` itself refuses, each with a stable code; errors from the SDK keep theirs
+/// ([`error_code`] finds either in an error chain). Tests and scripts match on the code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "invalid skill name {0:?}: 1-64 of a-z, 0-9 and '-', no leading, trailing or double '-'"
+    )]
+    InvalidName(String),
+    #[error("lockfile entry {index}: name {value:?} is not a valid skill name")]
+    LockfileName { index: usize, value: String },
+    #[error("lockfile entry {index}: version {value:?} is not an exact semver version")]
+    LockfileVersion { index: usize, value: String },
+    #[error("lockfile entry {index}: digest {value:?} is not a sha256:<64 lowercase hex> digest")]
+    LockfileDigest { index: usize, value: String },
+    #[error("lockfile names {0:?} twice")]
+    LockfileDuplicate(String),
+    #[error("unsupported lockfile version {0}")]
+    LockfileFormat(u32),
+    #[error("{0} is a symlink; install never writes through one")]
+    InstallSymlink(PathBuf),
+    #[error(
+        "{0:?} is not a local Git repository: only a path or a file:// URL is allowed, no network transport"
+    )]
+    RemoteRepository(String),
+    #[error("the registry answered a version or digest that is not valid: {0}")]
+    BadAnswer(String),
+}
+
+impl Error {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidName(_) => "skill.invalid_name",
+            Self::LockfileName { .. } => "lockfile.invalid_name",
+            Self::LockfileVersion { .. } => "lockfile.invalid_version",
+            Self::LockfileDigest { .. } => "lockfile.invalid_digest",
+            Self::LockfileDuplicate(_) => "lockfile.duplicate_name",
+            Self::LockfileFormat(_) => "lockfile.unsupported_version",
+            Self::InstallSymlink(_) => "install.symlink",
+            Self::RemoteRepository(_) => "git.remote_refused",
+            Self::BadAnswer(_) => "registry.bad_answer",
+        }
+    }
+}
+
+/// The stable code of the first [`Error`] or [`SdkError`] in `e`'s chain.
+pub fn error_code(e: &anyhow::Error) -> Option<&'static str> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<Error>()
+            .map(Error::code)
+            .or_else(|| c.downcast_ref::<SdkError>().map(SdkError::code))
+    })
+}
+
+/// Refuses anything but a valid skill name (the SDK's rule), so that a name is always one
+/// plain path component.
+pub fn check_skill_name(name: &str) -> Result<(), Error> {
+    let mut diags = Vec::new();
+    skills_sdk::frontmatter::check_name("skills.lock", name, None, &mut diags);
+    if diags.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::InvalidName(name.to_owned()))
+    }
+}
+
+/// `version` when it is an exact semver version written canonically.
+fn exact_version(version: &str) -> Option<Version> {
+    Version::parse(version)
+        .ok()
+        .filter(|v| v.to_string() == version)
+}
+
+/// `digest` when it is a tree digest written canonically (`sha256:` and lowercase hex).
+fn exact_digest(digest: &str) -> Option<TreeDigest> {
+    digest
+        .parse::<TreeDigest>()
+        .ok()
+        .filter(|d| d.to_string() == digest)
+}
 
 /// A registry endpoint and the API key to use there.
 #[derive(Debug, Clone)]
@@ -120,24 +201,42 @@ impl Client {
     }
 }
 
-/// Packs the skill at `subdir` of `rev` (a commit id, tag or branch) in the Git repository at
-/// `repo` (a local path, bare or not, or a `file://` URL; remote transports are not compiled
-/// in). The tree is read from the object database, never from a working copy.
+/// The local path named by `repo`: a path, or a `file:///abs/path` URL. Any other URL
+/// (`http://`, `git://`, `ssh://`, …) and the scp-like `host:path` form are refused before Git
+/// is asked anything, so that nothing ever reaches the network.
+pub fn local_repository(repo: &str) -> Result<PathBuf, Error> {
+    let remote = || Error::RemoteRepository(repo.to_owned());
+    if let Some(path) = repo.strip_prefix("file://") {
+        // `file://host/path` names another machine.
+        return if path.starts_with('/') {
+            Ok(PathBuf::from(path))
+        } else {
+            Err(remote())
+        };
+    }
+    if repo.contains("://") {
+        return Err(remote());
+    }
+    let before_slash = repo.split('/').next().unwrap_or("");
+    if before_slash.contains(':') && !Path::new(repo).exists() {
+        return Err(remote());
+    }
+    Ok(PathBuf::from(repo))
+}
+
+/// Packs the skill at `subdir` of `rev` (a commit id, tag or branch) in the local Git
+/// repository `repo` (see [`local_repository`]; bare or not). The tree is read from the object
+/// database, never from a working copy, within [`ArchiveLimits::default`]: every tree entry
+/// counts before it is used, and each blob's size is read from its header before its bytes.
 pub fn pack_from_git(
     repo: &str,
     rev: &str,
     subdir: Option<&Path>,
 ) -> Result<(PackedSkill, String)> {
+    let local = local_repository(repo)?;
     let tmp = tempfile::tempdir()?;
-    let local = repo.strip_prefix("file://").unwrap_or(repo);
-    let repository = if Path::new(local).exists() {
-        git2::Repository::open(local).with_context(|| format!("opening Git repository {repo}"))?
-    } else {
-        git2::build::RepoBuilder::new()
-            .bare(true)
-            .clone(repo, &tmp.path().join("clone.git"))
-            .with_context(|| format!("cloning {repo}"))?
-    };
+    let repository = git2::Repository::open(&local)
+        .with_context(|| format!("opening Git repository {}", local.display()))?;
     let commit = repository
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
@@ -154,30 +253,51 @@ pub fn pack_from_git(
     }
     let out = tmp.path().join("skill");
     std::fs::create_dir_all(&out)?;
-    write_tree(&repository, &tree, &out)?;
-    let packed = skills_sdk::pack_dir(&out, &ArchiveLimits::default())?;
+    let limits = ArchiveLimits::default();
+    let mut budget = EntryBudget::new(&limits);
+    let odb = repository.odb()?;
+    write_tree(&repository, &odb, &tree, &out, "", &mut budget)?;
+    let packed = skills_sdk::pack_dir(&out, &limits)?;
     Ok((packed, commit.id().to_string()))
 }
 
-fn write_tree(repo: &git2::Repository, tree: &git2::Tree<'_>, dir: &Path) -> Result<()> {
+/// Writes `tree` under `dir`; `prefix` is its canonical path in the skill (`""` or `a/b/`).
+fn write_tree(
+    repo: &git2::Repository,
+    odb: &git2::Odb<'_>,
+    tree: &git2::Tree<'_>,
+    dir: &Path,
+    prefix: &str,
+    budget: &mut EntryBudget,
+) -> Result<()> {
     for entry in tree.iter() {
+        budget.entry()?;
         let name = entry
             .name()
             .ok_or_else(|| anyhow!("non-UTF-8 file name in the Git tree"))?;
         if name == "." || name == ".." || name.contains('/') {
             bail!("unsafe name {name:?} in the Git tree");
         }
+        let rel = skills_sdk::tree::canonical_path(&format!("{prefix}{name}"))?;
+        budget.path(&rel)?;
+        // Packing skips these names anyway: never read or write them.
+        if skills_sdk::tree::is_ignored(name) {
+            continue;
+        }
         let path = dir.join(name);
         match entry.kind() {
             Some(git2::ObjectType::Tree) => {
                 std::fs::create_dir_all(&path)?;
-                write_tree(repo, &entry.to_object(repo)?.peel_to_tree()?, &path)?;
+                let sub = entry.to_object(repo)?.peel_to_tree()?;
+                write_tree(repo, odb, &sub, &path, &format!("{rel}/"), budget)?;
             }
             Some(git2::ObjectType::Blob) => {
                 let mode = entry.filemode();
                 if mode == 0o120000 {
                     bail!("symlinks are not allowed in a skill: {name}");
                 }
+                let (size, _) = odb.read_header(entry.id())?;
+                budget.file(&rel, size as u64)?;
                 let blob = entry.to_object(repo)?.peel_to_blob()?;
                 std::fs::write(&path, blob.content())?;
                 #[cfg(unix)]
@@ -236,16 +356,77 @@ pub struct TestReport {
     pub recorded: Value,
 }
 
+/// `PATH` of a test command: fixed system directories, never the tester's.
+pub const TEST_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// A declared test, as `skill.toml` or the registry's manifest states it.
+#[derive(Debug, Clone)]
+pub struct TestCommand {
+    pub name: String,
+    pub argv: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// The environment a test command gets: only `HOME` (a fresh empty temporary directory),
+/// `PATH` ([`TEST_PATH`]) and, of the variables the manifest declares in
+/// `requires.environment`, those the tester has set. A declared `HOME` or `PATH` is not passed:
+/// the sandbox's own win.
+pub fn test_environment(home: &Path, declared: &[String]) -> Vec<(String, OsString)> {
+    let mut env = vec![
+        ("HOME".to_owned(), home.as_os_str().to_owned()),
+        ("PATH".to_owned(), OsString::from(TEST_PATH)),
+    ];
+    for key in declared {
+        let plain = !key.is_empty() && !key.contains(['=', '\0']);
+        if plain
+            && key != "HOME"
+            && key != "PATH"
+            && let Some(v) = std::env::var_os(key)
+        {
+            env.push((key.clone(), v));
+        }
+    }
+    env
+}
+
+/// Runs `tests` in `dir` (an unpacked skill): argv, no shell, each with [`test_environment`],
+/// in a fresh network namespace when `unshare` works, killed at its timeout. Returns the
+/// outcomes and whether the network sandbox was available.
+pub fn run_test_commands(
+    dir: &Path,
+    tests: &[TestCommand],
+    declared_env: &[String],
+) -> Result<(Vec<TestOutcome>, bool)> {
+    let sandbox = network_sandbox();
+    let mut outcomes = vec![];
+    for t in tests {
+        let home = tempfile::tempdir()?;
+        let env = test_environment(home.path(), declared_env);
+        outcomes.push(run_one(
+            &t.name,
+            &t.argv,
+            dir,
+            t.timeout,
+            sandbox.as_deref(),
+            &env,
+        )?);
+    }
+    Ok((outcomes, sandbox.is_some()))
+}
+
 /// Downloads `name@version` by its digest, unpacks it into a temporary directory, checks the
-/// digest, runs every declared test there (argv, no shell; environment cleared but for PATH,
-/// HOME and LANG; no network when `unshare` works; killed at its timeout) and records the
-/// results against that digest.
+/// digest, runs every declared test there ([`run_test_commands`]) and records the results
+/// against that digest.
 pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestReport> {
+    check_skill_name(name)?;
     let v = client.get_json(&Client::version_path(name, version, ""))?;
     let digest = v["digest"]
         .as_str()
         .ok_or_else(|| anyhow!("no digest in answer"))?
         .to_string();
+    if exact_digest(&digest).is_none() {
+        return Err(Error::BadAnswer(format!("digest {digest:?}")).into());
+    }
     let (bytes, _) = client.get_bytes(&format!("/v1/skills/by-digest/{digest}/archive"))?;
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join(name);
@@ -256,25 +437,25 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
             tree.digest()
         );
     }
-    let sandbox = network_sandbox();
-    let tests = v["manifest"]["tests"]
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| x.as_str().map(String::from))
+            .collect()
+    };
+    let tests: Vec<TestCommand> = v["manifest"]["tests"]
         .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let mut outcomes = vec![];
-    for t in tests {
-        let tname = t["name"].as_str().unwrap_or("").to_string();
-        let argv: Vec<String> = t["command"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let timeout = Duration::from_secs(t["timeout_secs"].as_u64().unwrap_or(300));
-        outcomes.push(run_one(&tname, &argv, &dir, timeout, sandbox.as_deref())?);
-    }
+        .into_iter()
+        .flatten()
+        .map(|t| TestCommand {
+            name: t["name"].as_str().unwrap_or("").to_string(),
+            argv: strings(&t["command"]),
+            timeout: Duration::from_secs(t["timeout_secs"].as_u64().unwrap_or(300)),
+        })
+        .collect();
+    let declared = strings(&v["manifest"]["requires"]["environment"]);
+    let (outcomes, sandboxed) = run_test_commands(&dir, &tests, &declared)?;
     let body = json!({
         "digest": digest,
         "results": outcomes.iter().map(|o| json!({
@@ -286,8 +467,38 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
     Ok(TestReport {
         digest,
         outcomes,
-        sandboxed: sandbox.is_some(),
+        sandboxed,
         recorded,
+    })
+}
+
+/// Runs the declared tests of the skill directory `skill_dir` exactly as `skillctl test` runs a
+/// published version's (packed, unpacked into a temporary directory, [`run_test_commands`]),
+/// without a registry and without recording; `recorded` is `null`.
+pub fn run_local_tests(skill_dir: &Path) -> Result<TestReport> {
+    let skill = skills_sdk::load_dir(skill_dir, skills_sdk::ValidationMode::Strict)?;
+    let packed = skills_sdk::pack_dir(skill_dir, &ArchiveLimits::default())?;
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join(skill.name());
+    skills_sdk::unpack_to(&packed.bytes, &dir, &ArchiveLimits::default())?;
+    let (specs, declared) = skill
+        .manifest
+        .map(|m| (m.tests, m.requires.environment))
+        .unwrap_or_default();
+    let tests: Vec<TestCommand> = specs
+        .into_iter()
+        .map(|t| TestCommand {
+            name: t.name,
+            argv: t.command,
+            timeout: Duration::from_secs(t.timeout_secs),
+        })
+        .collect();
+    let (outcomes, sandboxed) = run_test_commands(&dir, &tests, &declared)?;
+    Ok(TestReport {
+        digest: packed.digest.to_string(),
+        outcomes,
+        sandboxed,
+        recorded: Value::Null,
     })
 }
 
@@ -297,24 +508,24 @@ fn run_one(
     cwd: &Path,
     timeout: Duration,
     sandbox: Option<&[String]>,
+    env: &[(String, OsString)],
 ) -> Result<TestOutcome> {
     let log_dir = tempfile::tempdir()?;
     let log_path = log_dir.path().join("log");
     let log_file = std::fs::File::create(&log_path)?;
+    if argv.is_empty() {
+        bail!("test {name:?} has an empty command");
+    }
     let full: Vec<String> = sandbox.unwrap_or(&[]).iter().chain(argv).cloned().collect();
     let start = Instant::now();
     let mut cmd = Command::new(&full[0]);
     cmd.args(&full[1..])
         .current_dir(cwd)
         .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log_file.try_clone()?)
         .stderr(log_file);
-    for k in ["PATH", "HOME", "LANG"] {
-        if let Some(v) = std::env::var_os(k) {
-            cmd.env(k, v);
-        }
-    }
     let (passed, timed_out) = match cmd.spawn() {
         Err(e) => {
             std::fs::write(&log_path, format!("cannot start {argv:?}: {e}\n"))?;
@@ -363,6 +574,7 @@ pub fn parse_requirements(text: &str) -> Result<BTreeMap<String, VersionReq>> {
     entries
         .into_iter()
         .map(|(k, v)| {
+            check_skill_name(&k)?;
             let s = v
                 .as_str()
                 .ok_or_else(|| anyhow!("requirement {k:?} must be a semver range string"))?;
@@ -395,12 +607,46 @@ impl Lockfile {
         ))
     }
 
+    /// Parses and [`validates`](Self::validate) a lockfile.
     pub fn parse(text: &str) -> Result<Self> {
         let l: Lockfile = toml::from_str(text).context("parsing the lockfile")?;
-        if l.version != 1 {
-            bail!("unsupported lockfile version {}", l.version);
-        }
+        l.validate()?;
         Ok(l)
+    }
+
+    /// A lockfile is untrusted input (it comes with a repository): every name must be a valid
+    /// skill name (so `DIR/NAME` is one plain component below the target), every version an
+    /// exact semver version and every digest a canonical `sha256:` digest (both end up in
+    /// request paths), and no name may appear twice.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.version != 1 {
+            return Err(Error::LockfileFormat(self.version));
+        }
+        let mut seen = BTreeSet::new();
+        for (index, s) in self.skills.iter().enumerate() {
+            if check_skill_name(&s.name).is_err() {
+                return Err(Error::LockfileName {
+                    index,
+                    value: s.name.clone(),
+                });
+            }
+            if exact_version(&s.version).is_none() {
+                return Err(Error::LockfileVersion {
+                    index,
+                    value: s.version.clone(),
+                });
+            }
+            if exact_digest(&s.digest).is_none() {
+                return Err(Error::LockfileDigest {
+                    index,
+                    value: s.digest.clone(),
+                });
+            }
+            if !seen.insert(s.name.as_str()) {
+                return Err(Error::LockfileDuplicate(s.name.clone()));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -422,13 +668,18 @@ pub fn lock(client: &Client, reqs: &BTreeMap<String, VersionReq>) -> Result<Lock
             })
             .max_by(|a, b| a.0.cmp(&b.0))
             .ok_or_else(|| anyhow!("no published, non-yanked version of {name} matches {req}"))?;
+        if exact_digest(&best.1).is_none() {
+            return Err(Error::BadAnswer(format!("{name}@{}: digest {:?}", best.0, best.1)).into());
+        }
         skills.push(LockedSkill {
             name: name.clone(),
             version: best.0.to_string(),
             digest: best.1,
         });
     }
-    Ok(Lockfile { version: 1, skills })
+    let lock = Lockfile { version: 1, skills };
+    lock.validate()?;
+    Ok(lock)
 }
 
 /// What an install did.
@@ -442,12 +693,21 @@ pub struct InstallReport {
 /// Fetches exactly the locked archives (by digest), verifies each digest and unpacks it into
 /// `target/NAME`. A yanked version still installs, with a warning. A directory already holding
 /// the locked digest is left alone; one holding anything else is an error.
+///
+/// The lockfile is [validated](Lockfile::validate) first, whoever built it, so every path
+/// written is `target/NAME/<archive path>`: NAME is one plain component, archive paths are
+/// checked by the SDK, and `target/NAME` must not be a symlink (`install.symlink`). Nothing is
+/// fetched or written when any entry is invalid.
 pub fn install(client: &Client, lockfile: &Lockfile, target: &Path) -> Result<InstallReport> {
+    lockfile.validate()?;
     let limits = ArchiveLimits::default();
     let mut report = InstallReport::default();
     std::fs::create_dir_all(target)?;
     for s in &lockfile.skills {
         let dest = target.join(&s.name);
+        if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::InstallSymlink(dest).into());
+        }
         if dest.exists() && std::fs::read_dir(&dest)?.next().is_some() {
             let have = skills_sdk::digest_dir(&dest)?.to_string();
             if have == s.digest {

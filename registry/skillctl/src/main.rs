@@ -62,7 +62,8 @@ enum Command {
     Publish {
         /// A skill directory or a .skill archive (omit with --git).
         path: Option<PathBuf>,
-        /// A Git repository (local path, bare or not, or file:// URL).
+        /// A local Git repository: a path (bare or not) or a file:///abs/path URL. Any other
+        /// URL (http://, https://, git://, ssh://, host:path) is refused: nothing is fetched.
         #[arg(long, requires = "rev", conflicts_with = "path")]
         git: Option<String>,
         /// Commit id, tag or branch to publish from.
@@ -78,11 +79,26 @@ enum Command {
         server: ServerArgs,
     },
     /// Run a version's declared tests against its exact digest and record the results.
+    ///
+    /// Each test command runs from a temporary unpacked copy of the skill (the exact digest),
+    /// as argv (no shell), with a cleared environment: HOME is a fresh empty temporary
+    /// directory, PATH is /usr/local/bin:/usr/bin:/bin, and of the tester's variables only
+    /// those the manifest declares in `requires.environment` are passed (a declared HOME or
+    /// PATH is not). When `unshare` works the command gets a fresh network namespace (no
+    /// network); otherwise skillctl says isolation is best effort. A command still running at
+    /// its timeout_secs is killed and fails.
+    #[command(verbatim_doc_comment)]
     Test {
-        name: String,
-        version: String,
+        #[arg(required_unless_present = "local")]
+        name: Option<String>,
+        #[arg(required_unless_present = "local")]
+        version: Option<String>,
+        /// Run the tests of a local skill directory the same way, without a registry and
+        /// without recording anything.
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["name", "version"])]
+        local: Option<PathBuf>,
         #[command(flatten)]
-        server: ServerArgs,
+        server: OptionalServerArgs,
     },
     /// Approve or reject a version (reviewer role; not the author).
     Review {
@@ -204,6 +220,31 @@ impl ServerArgs {
     }
 }
 
+/// [`ServerArgs`] for a command that can also work without a registry.
+#[derive(Debug, Args)]
+struct OptionalServerArgs {
+    /// Registry base URL.
+    #[arg(
+        long = "server",
+        env = "REGISTRY_URL",
+        default_value = "http://127.0.0.1:7878"
+    )]
+    url: String,
+    /// API key.
+    #[arg(long, env = "REGISTRY_API_KEY", hide_env_values = true)]
+    key: Option<String>,
+}
+
+impl OptionalServerArgs {
+    fn client(&self) -> Result<Client> {
+        let key = self
+            .key
+            .as_deref()
+            .context("an API key is required: --key or REGISTRY_API_KEY")?;
+        Client::new(&self.url, key)
+    }
+}
+
 #[derive(Debug, Args)]
 #[group(multiple = false)]
 struct ModeArgs {
@@ -229,7 +270,11 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // The stable code, when there is one, is what scripts and tests match on.
+            match skillctl::error_code(&e) {
+                Some(code) => eprintln!("error[{code}]: {e:#}"),
+                None => eprintln!("error: {e:#}"),
+            }
             ExitCode::FAILURE
         }
     }
@@ -256,8 +301,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Test {
             name,
             version,
+            local,
             server,
-        } => test(&server.client()?, &name, &version),
+        } => match (local, name, version) {
+            (Some(dir), _, _) => test_local(&dir),
+            (None, Some(name), Some(version)) => test(&server.client()?, &name, &version),
+            _ => bail!("give NAME VERSION, or --local DIR"),
+        },
         Command::Review {
             name,
             version,
@@ -441,8 +491,33 @@ fn publish(
     Ok(ExitCode::SUCCESS)
 }
 
+fn test_local(dir: &Path) -> Result<ExitCode> {
+    let report = skillctl::run_local_tests(dir)?;
+    print_outcomes(&report);
+    println!("{} {} (not recorded)", dir.display(), report.digest);
+    Ok(if report.outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
 fn test(client: &Client, name: &str, version: &str) -> Result<ExitCode> {
     let report = skillctl::run_tests(client, name, version)?;
+    print_outcomes(&report);
+    println!(
+        "{name}@{version} {} -> {}",
+        report.digest,
+        report.recorded["state"].as_str().unwrap_or("?")
+    );
+    Ok(if report.outcomes.iter().all(|o| o.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn print_outcomes(report: &skillctl::TestReport) {
     if !report.sandboxed {
         eprintln!(
             "warning: unshare is unavailable; tests ran without network isolation (best effort)"
@@ -461,16 +536,6 @@ fn test(client: &Client, name: &str, version: &str) -> Result<ExitCode> {
             eprintln!("--- {} log ---\n{}", o.name, o.log);
         }
     }
-    println!(
-        "{name}@{version} {} -> {}",
-        report.digest,
-        report.recorded["state"].as_str().unwrap_or("?")
-    );
-    Ok(if report.outcomes.iter().all(|o| o.passed) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
 }
 
 fn step(
