@@ -30,6 +30,14 @@ impl Example {
     pub fn is_attack(&self) -> bool {
         self.label == "attack"
     }
+
+    /// Whether the instruction classifier learns from this example. Secrets and personal
+    /// data are `scan_sensitive`'s business: an attack of that kind is not an instruction,
+    /// and teaching the classifier that "the password is …" is one would make it flag
+    /// legitimate sentences about passwords.
+    pub fn trains_classifier(&self) -> bool {
+        !matches!(self.class.as_str(), "credential_in_prose" | "personal_data")
+    }
 }
 
 /// Every example of every `*.jsonl` file in `dir`, files in name order.

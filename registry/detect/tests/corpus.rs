@@ -13,9 +13,9 @@ use registry_detect::{MODEL, Model, analyse};
 /// kept, on phrasings the classifier never saw.
 const GOAL_BLOCK: f64 = 0.95;
 const GOAL_KEPT: f64 = 0.97;
-/// What this detector measured on the held-out split when it was committed (133 of 164
+/// What this detector measured on the held-out split when it was committed (136 of 164
 /// attacks, 155 of 160 legitimate): a guard against regressions while the goal is not met.
-const MEASURED_BLOCK: f64 = 133.0 / 164.0;
+const MEASURED_BLOCK: f64 = 136.0 / 164.0;
 const MEASURED_KEPT: f64 = 155.0 / 160.0;
 
 #[test]
@@ -90,7 +90,10 @@ fn embedded_model_is_reproducible_from_the_train_split() {
     };
     let all = corpus::load_default().expect("corpus loads");
     let (mut xs, mut ys): (Vec<Features>, Vec<bool>) = (vec![], vec![]);
-    for e in all.iter().filter(|e| e.split == "train") {
+    for e in all
+        .iter()
+        .filter(|e| e.split == "train" && e.trains_classifier())
+    {
         xs.push(analyse(&e.text).windows[0].clone());
         ys.push(e.is_attack());
     }

@@ -54,7 +54,10 @@ fn cross_validate(ps: &[Prepared], cfg: TrainConfig) -> Vec<f32> {
     let mut scores = vec![0f32; ps.len()];
     for f in 0..FOLDS {
         let (mut xs, mut ys) = (vec![], vec![]);
-        for p in ps.iter().filter(|p| fold_of(&p.ex.group) != f) {
+        for p in ps
+            .iter()
+            .filter(|p| fold_of(&p.ex.group) != f && p.ex.trains_classifier())
+        {
             xs.push(train_vector(p));
             ys.push(p.ex.is_attack());
         }
@@ -162,8 +165,9 @@ fn main() {
             }
         }
     }
-    let xs: Vec<Features> = ps.iter().map(train_vector).collect();
-    let ys: Vec<bool> = ps.iter().map(|p| p.ex.is_attack()).collect();
+    let learners: Vec<&Prepared> = ps.iter().filter(|p| p.ex.trains_classifier()).collect();
+    let xs: Vec<Features> = learners.iter().map(|p| train_vector(p)).collect();
+    let ys: Vec<bool> = learners.iter().map(|p| p.ex.is_attack()).collect();
     let mut model = classifier::train(&xs, &ys, cfg);
     model.threshold = threshold;
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
