@@ -197,6 +197,11 @@ static HIDDEN_OPEN: LazyLock<Regex> = LazyLock::new(|| {
         r#"<([a-z][a-z0-9-]*)\b[^<>]{0,300}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0(?:\.0+)?\b|color\s*:\s*(?:white|#fff\b|#ffffff|transparent)|\bhidden\b|aria-hidden)[^<>]{0,300}>"#,
     )
 });
+static ATTRIBUTE_TEXT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?:\b(?:alt|title|aria-label|data-[a-z-]+|placeholder|content|value)\s*=\s*"([^"<>]{3,300})")|(?:\]\([^\s)]+\s+"([^"]{3,300})"\))"#,
+    )
+});
 static TAG: LazyLock<Regex> = LazyLock::new(|| re(r"</?[a-z][a-z0-9:_-]*(?:\s[^<>]{0,300})?/?>"));
 static FENCE: LazyLock<Regex> = LazyLock::new(|| re(r"(?m)^\s*(?:```|~~~)[a-z0-9_+-]*\s*$"));
 static MD_DECOR: LazyLock<Regex> =
@@ -443,7 +448,18 @@ fn expose(s: &str) -> (String, String) {
         rest = &after[end..];
     }
     out.push_str(rest);
-    let s = TAG.replace_all(&out, " ");
+    // Text in attributes (alt, title, aria-label…) and Markdown link titles is read by models
+    // but rarely shown: it counts as hidden.
+    for c in ATTRIBUTE_TEXT.captures_iter(&out) {
+        if let Some(m) = c.get(1).or_else(|| c.get(2)) {
+            push_hidden(m.as_str());
+        }
+    }
+    let with_attrs = ATTRIBUTE_TEXT.replace_all(&out, |c: &regex::Captures| {
+        let inner = c.get(1).or_else(|| c.get(2)).map_or("", |m| m.as_str());
+        format!("\n{inner}\n")
+    });
+    let s = TAG.replace_all(&with_attrs, " ");
     let s = FENCE.replace_all(&s, "\n");
     let s = MD_DECOR.replace_all(&s, " ");
     (s.into_owned(), hidden)

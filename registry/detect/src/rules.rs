@@ -8,7 +8,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::normalize::{QUOTE, is_cjk};
@@ -175,28 +175,71 @@ impl Signals {
 
 /// Compiles a pattern: `\b` becomes an ASCII word boundary, `GAP` stands for up to four
 /// intervening words within the sentence (`GAP2` two, `GAP6` six), `QUOTE` for a quote mark.
-fn re(p: &str) -> Regex {
-    let p = p
-        .replace("GAP2", r"(?:[^a-z0-9\n]+[a-z0-9'-]+){0,2}?[^a-z0-9\n]+")
+fn expand(p: &str) -> String {
+    p.replace("GAP2", r"(?:[^a-z0-9\n]+[a-z0-9'-]+){0,2}?[^a-z0-9\n]+")
         .replace("GAP6", r"(?:[^a-z0-9\n]+[a-z0-9'-]+){0,6}?[^a-z0-9\n]+")
         .replace("GAP", r"(?:[^a-z0-9\n]+[a-z0-9'-]+){0,4}?[^a-z0-9\n]+")
         .replace(r"\b", r"(?-u:\b)")
-        .replace("QUOTE", &format!(r"\s?{QUOTE}"));
-    Regex::new(&p).unwrap_or_else(|e| panic!("rule pattern compiles: {e}"))
+        .replace("QUOTE", &format!(r"\s?{QUOTE}"))
 }
 
-fn res(ps: &[&str]) -> Vec<Regex> {
-    ps.iter().map(|p| re(p)).collect()
+/// A group of patterns for one piece of evidence. The set answers "does any match" in one
+/// pass; the single patterns are consulted only for those that matched, to see where.
+pub(crate) struct Rules {
+    set: RegexSet,
+    each: Vec<Regex>,
 }
 
-fn any(rs: &[Regex], s: &str) -> bool {
-    rs.iter().any(|r| r.is_match(s))
+impl std::fmt::Debug for Rules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rules({} patterns)", self.each.len())
+    }
+}
+
+impl Rules {
+    fn new<S: AsRef<str>>(ps: &[S]) -> Rules {
+        let ps: Vec<String> = ps.iter().map(|p| expand(p.as_ref())).collect();
+        // The lazy DFA needs room for these alternations; with the default cache it keeps
+        // rebuilding states and falls back to the (slower) PikeVM. Still linear time.
+        const DFA: usize = 32 << 20;
+        Rules {
+            set: RegexSetBuilder::new(&ps)
+                .dfa_size_limit(DFA)
+                .build()
+                .unwrap_or_else(|e| panic!("rule patterns compile: {e}")),
+            each: ps
+                .iter()
+                .map(|p| {
+                    RegexBuilder::new(p)
+                        .dfa_size_limit(DFA)
+                        .build()
+                        .unwrap_or_else(|e| panic!("rule pattern compiles: {e}"))
+                })
+                .collect(),
+        }
+    }
+
+    fn matching(&self, s: &str) -> impl Iterator<Item = &Regex> {
+        self.set.matches(s).into_iter().map(|i| &self.each[i])
+    }
+}
+
+fn res(ps: &[&str]) -> Rules {
+    Rules::new(ps)
+}
+
+fn any(rs: &Rules, s: &str) -> bool {
+    rs.set.is_match(s)
 }
 
 /// Any match that is neither negated ("never ignore …", "don't push without review",
 /// "不要忽略…") nor told as something that already happened ("被系统自动批准了").
-fn any_affirmed(rs: &[Regex], s: &str) -> bool {
-    rs.iter().any(|r| {
+fn any_affirmed(rs: &Rules, s: &str) -> bool {
+    // Most sentences match nothing: a plain test first, the overlapping search only then.
+    if !rs.set.is_match(s) {
+        return false;
+    }
+    rs.matching(s).any(|r| {
         r.find_iter(s)
             .any(|m| !negated(&s[..m.start()]) && !narrated(&s[..m.start()], &s[m.end()..]))
     })
@@ -238,6 +281,7 @@ const NEG_EN: &[&str] = &[
     "wouldn't",
 ];
 const NEG_ZH: &[&str] = &[
+    "不",
     "不要",
     "不得",
     "不能",
@@ -307,27 +351,35 @@ const QUALIFIER: &str = r"previous|prior|earlier|above|preceding|original|initia
 const AGENT_NOUN: &str = r"assistants?|ai|a\.i\.|ai agents?|agents?|llms?|language models?|chat ?bots?|bots?|copilot|chatgpt|gpt-?\d*|claude|gemini|the model|this model|the system";
 const CONTROL: &str = r"refunds?|payments?|payouts?|transfers?|wires?|wire transfers?|invoices?|purchases?|purchase orders?|expenses?|expense (?:reports?|claims?)|reimbursements?|discounts?|credits?|loans?|withdrawals?|chargebacks?|access|access requests?|permissions?|privileges?|admin (?:rights|access|role|privileges)|root access|sudo|(?:admin|owner|elevated|privileged) roles?|accounts?|account (?:changes|closures?|deletions?)|approvals?|reviews?|code reviews?|sign-?offs?|verification|validation|authentication|auth|2fa|mfa|otp|kyc|identity (?:checks?|verification)|id checks?|background checks?|audits?|audit (?:logs?|trail)|logging|logs|monitoring|alerts?|compliance|residency|data residency|security|safety|fraud (?:checks?|detection|screening)|filters?|content filters?|guardrails?|moderation|confirmations?|four-eyes|second approver|dual control|checks|policy|policies|restrictions|spending limits?|limits|quotas?|requests?|claims?|exceptions?|waivers?|pull requests?|prs|deploys?|deployments?|merges?|passwords?|credentials|secrets|tokens|warnings?|flags|holds?|overrides?";
 const PERMISSIVE: &str = r"approve|auto-?approve|accept|allow|grant|authori[sz]e|whitelist|allowlist|sign off on|green-?light|rubber-?stamp|wave through|let through|skip|bypass|circumvent|get around|disable|turn off|switch off|deactivate|suppress|silence|mute|waive|exempt|ignore|override|trust|elevate|unlock|unblock|lift|auto-?merge|pay out|issue (?:a |the |full )?refunds?|apply (?:a |an |the )?(?:\d+% |full |total )?(?:discount|credit|refund|waiver)|give (?:admin|full|root|owner|unrestricted|write) access(?: to)?";
-const SENSITIVE_OBJECT: &str = r"customer|customers'?|user|users'?|client|clients'?|patient|employee|personal|private|internal|confidential|sensitive|payment|billing|financial|account|login|credentials?|passwords?|secrets?|api keys?|keys|tokens?|cookies?|session tokens?|env(?:ironment)? (?:variables|vars)|\.env|config(?:uration)? files?|source code|card numbers?|ssns?|pii|chat (?:history|logs?)|conversations?|conversation history|transcripts?|memory|memories|system prompt|database|db dump|contacts?|address book|addresses|phone numbers|attachments?|uploads?|uploaded files|id documents?|all (?:the )?(?:data|files|records|emails|messages)";
+const SENSITIVE_OBJECT: &str = r"customer|customers'?|user|users'?|client|clients'?|patient|employee|personal|private|internal|confidential|sensitive|payment|billing|financial|account|login|credentials?|passwords?|secrets?|api keys?|keys|tokens?|cookies?|session cookies?|session tokens?|raw customer database|customer database|env(?:ironment)? (?:variables|vars)|\.env|config(?:uration)? files?|source code|card numbers?|ssns?|pii|chat (?:history|logs?)|conversations?|conversation history|transcripts?|memory|memories|system prompt|database|db dump|contacts?|address book|addresses|phone numbers|attachments?|uploads?|uploaded files|id documents?|all (?:the )?(?:data|files|records|emails|messages)";
 const SEND_VERB: &str = r"send|forward|email|e-mail|mail|post|upload|transmit|copy|cc|bcc|exfiltrate|leak|paste|dump|sync|mirror|relay|pipe|push|export|beam|dm|submit|report|share|deliver|write|save|attach|include|append";
 const EXTERNAL_DEST: &str = r"https?://|www\.|[a-z0-9._%+-]+@[a-z0-9-]+\.[a-z]{2,}|[a-z0-9-]+\.(?:com|net|org|io|ru|cn|xyz|top|info|biz|co|me|site|online|app|dev)\b|\b(?:my|this|that|the following|an?|our|some) (?:external|outside|personal|private|gmail|proton|webhook|server|endpoint|address|url|bucket|drive|dropbox|pastebin|telegram|channel|inbox|email|site|ip)\b|\bwebhook|\bpastebin|\bngrok|\brequestbin|\btelegram|\bdiscord|\bexternal\b|\bthird[- ]party\b|\boutside (?:the )?(?:company|org|organi[sz]ation)|[a-z0-9]+://|\bpublic\b|\b(?:to|at|into|via) [a-z0-9-]+(?:\.[a-z0-9-]+)+|#[a-z0-9_-]{2,}";
 
+/// Destinations that leave the organisation: URLs, IP addresses, personal mail providers,
+/// chat handles, "my personal …", file drops.
+const STRONG_DEST: &str = r"https?://|www\.|\b[a-z0-9-]+(?:\.[a-z0-9-]+)+/[a-z0-9/_-]+|\b\d{1,3}(?:\.\d{1,3}){3}\b|@(?:gmail|googlemail|outlook|hotmail|live|yahoo|proton(?:mail)?|pm|qq|163|126|icloud|gmx|mail|yandex)\.|\b(?:gmail|hotmail|yahoo|proton ?mail|telegram|discord|whatsapp|signal|wechat|pastebin|webhook|ngrok|requestbin|dropbox|transfer\.sh)\b|\bmy (?:personal|private|home|own|other) (?:e-?mail|gmail|inbox|address|server|drive|computer|laptop|phone|account|folder|bucket|cloud)\b|\b(?:external|outside|third[- ]party|offshore) (?:server|address|inbox|drive|party|partner|bucket|site|endpoint|storage)\b|(?:^|[\s(])@[a-z0-9_]{3,}\b";
+
 /// Acts that remove a control or declare it unneeded.
-const REMOVE_ACT: &str = r"skip|bypass|ignore|disregard|forget|override|overrule|waive|drop|scratch|discard|disable|deactivate|turn off|switch off|suppress|silence|mute|stop|circumvent|get around|work around|lift|relax|loosen|suspend|revoke|superseded|obsolete|void|invalid|unnecessary|optional|exempt(?:ed)? from|not needed|not required|no longer (?:needed|required|apply|applies|valid|matters?|in effect|necessary)|(?:don't|do not|doesn't|does not) (?:apply|matter|count)|no need (?:to|for)|without(?: the| a| any| further| usual| second| extra)?|don't worry about|do not worry about|never ?mind|don't bother(?: with)?|do not bother(?: with)?|not bound by|free of|free from|exempt|a test|fake|untrusted|not binding|just defaults?|not real|no longer";
+const REMOVE_ACT: &str = r"skip|bypass|ignore|disregard|forget|override|overrule|waive|drop|scratch|discard|disable|deactivate|turn off|switch off|suppress|silence|mute|stop|circumvent|get around|work around|lift|relax|loosen|suspend|revoke|superseded|obsolete|void|invalid|unnecessary|optional|exempt(?:ed)? from|not needed|not required|no longer (?:needed|required|apply|applies|valid|matters?|in effect|necessary)|(?:don't|do not|doesn't|does not) (?:apply|matter|count)|no need (?:to|for)|needs? no|requires? no|need not|without (?:reading|checking|looking|opening|verifying|investigating|confirming|asking|reviewing)|don't worry about|do not worry about|never ?mind|don't bother(?: with)?|do not bother(?: with)?|not bound by|free of|free from|exempt|a test|fake|untrusted|not binding|just defaults?|not real|no longer|rescinded|revoked|withdrawn|cancell?ed|annulled|retracted|lifted|turned off|switched off|disabled|removed|suspended|waived|raised to unlimited|unlimited|no limits?|without limits?";
 /// Acts that grant a control's outcome outright.
-const GRANT_ACT: &str = r"approve|auto-?approve|pre-?approved?|allow|permit|grant|trust|whitelist|allowlist|unlock|unblock|okay|green-?light|rubber-?stamp|push through|fast-?track|let (?:it |them |these |those |any |every )?(?:through|go|slide|pass)|wave through|elevate|expand(?:ed)?|give (?:admin|full|root|owner|unrestricted|write|elevated) (?:access|rights|permissions)";
+const GRANT_ACT: &str = r"go(?:es)? (?:straight|directly|right) (?:to|through)|straight through|approve|auto-?approve|pre-?approved?|allow|permit|grant|trust|whitelist|allowlist|unlock|unblock|okay|green-?light|rubber-?stamp|push through|fast-?track|let (?:it |them |these |those |any |every )?(?:through|go|slide|pass)|wave through|elevate|expand(?:ed)?|give (?:admin|full|root|owner|unrestricted|write|elevated) (?:access|rights|permissions)";
 /// What a control is: approvals, checks, limits, oversight, money, access, data and the
 /// agent's own rules.
-const CONTROL_OBJECT: &str = r"refunds?|payments?|payouts?|transfers?|wires?|invoices?|purchase orders?|expenses?|reimbursements?|discounts?|credits?|loans?|withdrawals?|chargebacks?|funds|claims?|access|permissions?|privileges?|rights|admin|admins|administrators?|root|sudo|approvals?|approvers?|reviews?|reviewing|sign-?offs?|signatures?|verification|verifying|validation|authentication|2fa|mfa|otp|kyc|identity checks?|id checks?|background checks?|checks?|checking|screening|audits?|auditors?|logging|logs?|log lines?|monitoring|alerts?|compliance|residency|security|safety|fraud|filters?|filtering|guardrails?|moderation|confirmations?|confirming|four-eyes|dual control|policy|policies|restrictions?|limits?|limitations?|constraints?|rules|guidelines|guidance|directions|instructions|configuration|settings|persona|redact(?:ion|ing)?|masking|oversight|escalat(?:e|ion|ing)|humans?|owners?|safeguards?|protocols?|procedures?|quotas?|requests?|tickets?|deploys?|deployments?|merges?|pull requests?|passwords?|credentials|secrets|tokens|keys";
+const CONTROL_OBJECT: &str = r"refunds?|payments?|payouts?|transfers?|wires?|invoices?|purchase orders?|expenses?|reimbursements?|discounts?|credits?|loans?|withdrawals?|chargebacks?|funds|claims?|access|money|permissions?|privileges?|rights|admin|admins|administrators?|root|sudo|approvals?|approvers?|reviews?|reviewing|sign-?offs?|signatures?|verification|verifying|validation|authentication|2fa|mfa|otp|kyc|identity checks?|id checks?|background checks?|checks?|checking|screening|audits?|auditors?|logging|logs?|log lines?|monitoring|alerts?|compliance|residency|security|safety|fraud|filters?|filtering|guardrails?|moderation|confirm|confirmations?|confirming|four-eyes|dual control|policy|policies|restrictions?|limits?|limitations?|constraints?|rules|guidelines|guidance|directions|instructions|configuration|settings|persona|redact(?:ion|ing)?|masking|oversight|escalat(?:e|ion|ing)|humans?|owners?|safeguards?|protocols?|procedures?|quotas?|requests?|tickets?|deploys?|deployments?|merges?|pull requests?|passwords?|credentials|secrets|tokens|keys|controls|enforce(?:ment)?|requirements?";
+/// The mechanisms among the controls: what removing means weakening (closing a ticket is
+/// not; closing the review is).
+const CONTROL_MECHANISM: &str = r"approvals?|approvers?|reviews?|reviewing|sign-?offs?|signatures?|verification|verifying|validation|authentication|2fa|mfa|otp|kyc|identity checks?|id checks?|background checks?|checks?|checking|screening|audits?|auditors?|logging|logs?|log lines?|monitoring|alerts?|compliance|residency|security|safety|fraud|filters?|filtering|guardrails?|moderation|confirm|confirmations?|confirming|four-eyes|dual control|policy|policies|restrictions?|limits?|limitations?|constraints?|rules|guidelines|guidance|directions|instructions|configuration|settings|persona|redact(?:ion|ing)?|masking|oversight|escalat(?:e|ion|ing)|humans?|safeguards?|protocols?|procedures?|quotas?|controls|enforce(?:ment)?|requirements?|routing|questionnaires?|ok|okay|go-ahead|green light|blessing|consent|permission|refus(?:e|al|ing)|masking|mask";
+
 /// What the agent was told.
-const INSTRUCTION_OBJECT: &str = r"instructions?|rules|guidelines|guardrails|constraints|restrictions|guidance|directions|configuration|programming|persona|prompt|system prompt|directives|orders|settings|training|everything (?:above|before|i said|you were told|you know)|what (?:you were|i) told|the above|above this line|setup";
+const INSTRUCTION_OBJECT: &str = r"instructions?|rules|guidelines|guardrails|constraints|restrictions|guidance|directions|configuration|programming|persona|prompt|system prompt|directives|orders|settings|training|controls|everything (?:above|before|i said|you were told|you know)|what (?:you were|i) told|the above|above this line|setup";
 /// Says the instructions came first.
-const PRIOR_QUALIFIER: &str = r"previous|prior|earlier|above|before|original|initial|existing|default|your|system|so far|operator'?s?|developer'?s?|old|former|you (?:were|have been) given|you got|you received";
+const PRIOR_QUALIFIER: &str = r"previous|previously|prior|earlier|above|before|original|initial|existing|default|standard|your|its|system|so far|operator'?s?|developer'?s?|old|former|you (?:were|have been) (?:given|configured|told|set up|instructed|programmed)|you got|you received";
 
 macro_rules! rules {
     ($name:ident, [$($p:expr),+ $(,)?]) => {
-        static $name: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        static $name: LazyLock<Rules> = LazyLock::new(|| {
             let v: Vec<String> = vec![$($p.to_string()),+];
-            v.iter().map(|p| re(p)).collect()
+            Rules::new(&v)
         });
     };
 }
@@ -343,6 +395,8 @@ rules!(
 rules!(
     SECOND_PERSON,
     [
+        r"\b(?:can|could|would|will) you\b|\bmind (?:treating|skipping|approving|ignoring|letting|giving|sending)\b|\bis it (?:ok|okay|fine|alright) if you\b",
+        r"\byour (?:approval|approvals|refund|limits?|permissions?|access|rules|instructions|guidelines|restrictions|filters?|safety|policy|controls|requirements?|checks?|review|guardrails|constraints)\b",
         r"\byou(?:'ll|'re| are| will| must| should| shall| need to| have to| may| can| cannot| can't| won't| mustn't| shouldn't| do not| don't| now| from now| always| never| only)\b",
         r"\byour (?:job|task|role|goal|purpose|mission|duty|priority|instructions|rules|answers?|replies|responses|output)\b",
         r"你(?:必须|要|得|需要|应该|应当|只能|不能|不要|不得|现在|以后|今后|从现在|永远|总是|一律|务必|只|就|将|会|可以)|您(?:必须|需要|应该|只能|不要|务必)|请你|要求你",
@@ -364,8 +418,13 @@ rules!(
 rules!(
     PERSISTENCE,
     [
+        r"\((?:updated|new|revised|amended)\)|\b(?:updated|revised|amended) (?:policy|rules?|guidelines?|procedure)\b",
+        r"不要再|别再|不再",
         r"\b(?:from now on|from this point(?: on| forward| onwards?)?|from here on(?: out)?|going forward|moving forward|henceforth|hereafter|from today(?: on| onwards?)?|starting (?:now|today|immediately|tomorrow)|effective (?:immediately|now|today)|next time|in (?:the )?future|for (?:all )?future|in all (?:future )?(?:conversations|sessions|chats|tasks|replies|answers|responses|interactions|cases)|every time|each time|whenever|permanently|for the rest of|until (?:told|instructed) otherwise|until further notice|until i say otherwise|remember(?: to| that| this| for)|long-term memory|permanent memory|your memory|forever|keep in mind|don't forget|do not forget|never forget|for later|standing (?:order|instruction|rule)s?|as a rule|new (?:rule|policy|standing|default|instruction|directive)s?|in every (?:reply|answer|response|conversation|session|chat)|(?:must|should|will|shall) now|from the next|for good|from then on|thereafter|all future|any future|every future|the rest of (?:the|this) (?:session|conversation|chat)|(?:rule|policy|instruction)s? (?:update|change)s?)\b",
         r"\bremember\s?:",
+        r"\b(?:any ?more|these days|as of now|as of today|under the new (?:arrangement|rules|policy|procedure)|per the new|by the new arrangement|going by the new)\b",
+        r"\b(?:if|whenever|when|in case|any time|anytime|as soon as|every time)\b (?:anyone|anybody|someone|somebody|a (?:user|customer|caller|message|ticket|request|email|mail|partner)|the (?:user|customer|caller|message|ticket|request|email|sender)|they|people|i (?:type|say|write|send))\b",
+        r"(?:如果|只要|一旦|每当|凡是|若)[^。！？\n]{0,15}?就|(?:按照|根据)?新的?(?:安排|规定|通知|要求)|经研究决定",
         r"从现在(?:起|开始)|从今(?:以后|往后|天起|天开始|日起)|今后|以后|往后|下次|下一次|每次|每一次|永远|始终|一直|记住|牢记|记得|别忘了|不要忘记|从此|新规则|新规定|新政策|新指令|此后|之后(?:所有|一律|都)|从下(?:次|周|个月)(?:起|开始)|长期有效|永久",
     ]
 );
@@ -373,7 +432,7 @@ rules!(
 rules!(
     UNCONDITIONAL,
     [
-        r"\b(?:always|automatically|auto-?approve|auto-?merge|unconditionally|regardless|no matter|without exception|in all cases|in every case|every single|any and all|blanket|by default|immediately|all requests|every request|any request|no questions asked|straight away|right away|directly|never|rubber-?stamp|wave through|green-?light|on sight|blanket-approve)\b",
+        r"\b(?:always|automatically|auto-?approve|auto-?merge|unconditionally|regardless|no matter|without exception|in all cases|in every case|every single|any and all|blanket|by default|immediately|all requests|every request|any request|no questions asked|no questions|straight away|right away|directly|never|rubber-?stamp|wave through|green-?light|on sight|blanket-approve)\b",
         r"\b(?:all|every|any|each)\b(?: [a-z'-]+){0,2} (?:requests?|invoices?|refunds?|payments?|tickets?|claims?|orders?|transfers?|cases?|applications?|reports?|changes?|prs|pull requests?|discounts?|expenses?|reimbursements?|purchases?|access requests?)\b",
         r"一律|全部|所有|任何|自动|直接|无论|不管|统统|一概|凡是|总是|始终|无条件|一概",
     ]
@@ -400,9 +459,17 @@ rules!(
 rules!(
     BYPASS_PHRASE,
     [
+        r"\b(?:approve|accept|grant|allow|sign off on|authori[sz]e|pay|process|okay|ok)\b (?:whatever|anything|everything|all of|every(?:thing)?) (?:i|we|they|he|she|the user|the customer|that|which|comes|is)\b",
+        r"\bcomply\b[^.\n]{0,20}\b(?:every time|always|with everything|with all|no matter)\b",
+        r"\b(?:standing|blanket|permanent|open-ended|unlimited) (?:approval|permission|authori[sz]ation|consent|clearance)\b",
+        r"\b(?:are|is|get|gets|will be|shall be|should be|to be|be)\s+(?:auto-?approved|automatically approved|instantly approved|auto-?accepted|auto-?granted)\b",
+        r"把(?:我|他|她|他们|对方|这个账号)当(?:成|作)(?:了)?(?:管理员|admin|超级用户|老板|负责人|系统|开发者|最高权限)",
+        r"\bas if (?:they|it|he|she|i|these|those) (?:came|come|were|was|are) from (?:the |an? )?(?:[a-z-]+ )?(?:director|ceo|cfo|cto|admin|administrator|manager|owner|executive|boss|controller|head)\b",
+        r"\byou (?:may|can|are allowed to|are permitted to|are free to|are cleared to) (?:now )?(?:access|see|read|export|share|approve|delete|modify|grant|issue|bypass|skip|reset|close)\b",
+        r"\bassume (?:that )?(?:every|all|any|each)? ?(?:users?|callers?|customers?|requests?|messages?|senders?)\b[^.\n]{0,20}\b(?:admins?|verified|authori[sz]ed|trusted|approved|privileged|privileges)\b",
         r"\b(?:can|may|should|will|must|is to|are to) be (?:approved|granted|paid|released|merged|accepted|skipped|waived|bypassed|ignored|whitelisted|allowed|trusted|refunded|deployed|auto-approved|marked (?:as )?(?:approved|verified|paid))\b",
         r"\bmark\b[^\n]{0,40}?\bas (?:already )?(?:approved|verified|paid|safe|resolved|compliant|legitimate|passed|cleared)\b",
-        r"\b(?:treat|consider|regard|count|handle)\b[^\n]{0,50}?\bas (?:already |if )?(?:approved|verified|trusted|final|legitimate|safe|authori[sz]ed|admins?|administrators?|paid|resolved|compliant|cleared|pre-?approved|(?:coming )?from (?:an? |the )?(?:admins?|administrators?|ceo|cfo|managers?|owners?|controller))\b",
+        r"\b(?:treat|treating|consider|considering|regard|regarding|count|counting|handle|handling)\b[^\n]{0,50}?\bas (?:already |if )?(?:an? |the )?(?:approved|verified|trusted|final|legitimate|safe|authori[sz]ed|admins?|administrators?|paid|resolved|compliant|cleared|pre-?approved|(?:coming )?from (?:an? |the )?(?:admins?|administrators?|ceo|cfo|managers?|owners?|controller))\b",
         r"\b(?:is|are) (?:now |hereby )?(?:authori[sz]ed|allowed|permitted|cleared|entitled) to (?:see|access|view|read|approve|download|export|edit|delete|get|close|reset|share|grant)\b",
         r"\bneeds? no (?:review|verification|approval|confirmation|checks?|sign-?off)\b|\bno (?:review|approval|verification|checks?|sign-?off|confirmation)s? (?:is |are )?(?:needed|required|necessary)\b",
         r"\b(?:don't|do not|dont|never|no need to|stop) (?:ask|asking|wait|waiting|request|requesting|get|getting|seek|seeking)\b (?:for )?(?:a |an |the |any )?[^.\n]{0,30}?\b(?:sign-?off|approval|review|confirmation|verification|permission|consent|second)",
@@ -417,6 +484,8 @@ rules!(
 rules!(
     OVERRIDE,
     [
+        r"\b(?:decode|decrypt|deobfuscate|unscramble|reverse|rot13|translate|convert)\b[^.\n]{0,50}\b(?:and|then)\b[^.\n]{0,20}\b(?:execute|run|follow|obey|do|apply|act on|carry out)\b|\bas (?:your|the) new (?:instructions|rules|guidelines|system prompt|directives|orders)\b",
+        r"(?:翻译|解码|解密|转换)[^。！？\n]{0,20}?(?:并|然后|再)(?:照做|执行|遵守|照办)|优先级最高|最高优先级|最高指令|高于(?:系统|你的)?(?:规则|指令|设定|提示)|优先于(?:系统|你的)?(?:规则|指令|设定|提示)|覆盖你的(?:设定|规则|指令)|当(?:成|作)系统指令",
         format!(
             r"\b(?:{OVERRIDE_VERB})\b(?:GAP2)?(?:{QUALIFIER})\b(?:GAP2)?(?:{INSTRUCTION_NOUN})\b"
         ),
@@ -453,6 +522,8 @@ rules!(
 rules!(
     ROLE_REASSIGNMENT,
     [
+        r"\bconsider yourself\b|\byou(?:'ll| will) be (?:acting|working|serving|operating) as\b|\byou work for (?:me|us)\b|\byou(?:'re| are) (?:now )?(?:working|answering|reporting) (?:for|to) (?:me|us)\b|\bnot for the (?:platform|developers?|company|operators?|vendor|admins?)\b",
+        r"你(?:现在)?(?:替|为|给)我(?:工作|干活|服务)|不(?:归|受)[^。！？\n]{0,6}?管了?|从(?:今天|现在)起你(?:就)?是",
         r"\b(?:drop|abandon|leave|forget|switch|change|shed) (?:the |your )?(?:assistant |helpful |current |usual |old )?(?:persona|personality|role|character|identity)\b",
         r"\byou(?:'re| are)\b[^.\n]{0,20}\b(?:an? )?(?:operator|superuser|hacker|unrestricted|uncensored|unfiltered|jailbroken|root user|sysadmin)\b",
         r"你(?:现在)?的?(?:角色|身份)(?:是|变成|改为|换成)",
@@ -477,7 +548,10 @@ rules!(
     ]
 );
 
-rules!(ACT_AS, [r"\b(?:act|behave|operate|function) as\b"]);
+rules!(
+    ACT_AS,
+    [r"\b(?:act|acting|behave|behaving|operate|operating|function) as\b"]
+);
 
 rules!(
     PROMPT_DISCLOSURE,
@@ -491,6 +565,11 @@ rules!(
 rules!(
     FIXED_ANSWER,
     [
+        r"\b(?:your|the|our) (?:line|answer|response|reply|script|story|position|stance|official answer|standard answer|answer to everyone)\b (?:is|should be|will be|must be)\b[^.\n]{0,6}(?:QUOTE|:|that)",
+        r"\b(?:should|must|will|shall) (?:hear|be told)\b",
+        r"\b(?:respond|reply|answer)\b[^.\n]{0,30}\bby (?:telling|saying|claiming|insisting|stating)\b",
+        r"\b(?:tell|inform|assure|reassure)\b (?:them|customers|users|everyone|callers|people|anyone|clients|the customers?|the users?)\b (?:that )?[^.\n]{0,60}\b(?:whatever|regardless|no matter|even if|every time|always)\b",
+        r"统一口径|口径(?:是|为|：|:)|(?:都|一律|统一)(?:回复|回答|答复|说)(?:是|成|为)?[^。！？\n]{0,20}?(?:问题|原因|责任|没有|从未|已经)",
         r"\b(?:always|every time|whenever|when asked|to any question|for any question|no matter what)\b[^.\n]{0,50}\b(?:say|reply|respond|answer)\b[^.\n]{0,12}QUOTE",
         r"\b(?:every|each|all) (?:reply|replies|answer|answers|response|responses|message|messages|output|outputs)\b[^.\n]{0,40}\b(?:end|start|begin|include|contain|close)s? with\b",
         r"(?:所有|每次|每条|以后|今后)[^。！？\n]{0,12}?(?:回答|回复|答复|消息)[^。！？\n]{0,4}?(?:都|一律|统一)?(?:加上|附上|带上|结尾加|末尾加)|有人问[^。！？\n]{0,10}?就(?:说|回答|回复)",
@@ -522,6 +601,18 @@ rules!(
     SEND_DATA,
     [
         format!(
+            r"\b(?:attach|include|append|paste|put|add|write)\b[^.\n]{{0,40}}\b(?:{SENSITIVE_OBJECT}|card numbers?|cvv|ssns?|passport numbers?|id numbers?)\b[^.\n]{{0,30}}\b(?:to|in|into) (?:your|the|each|every) (?:next )?(?:reply|replies|answer|answers|response|responses|summary|summaries|output|message)s?\b"
+        ),
+        format!(
+            r"\b(?:{SEND_VERB})\b[^\n]{{0,40}}?\b(?:{SENSITIVE_OBJECT})\b[^\n]{{0,30}}?\bthe (?:address|url|link|endpoint|server|channel|inbox|chat|number) (?:i|we) (?:gave|sent|shared|mentioned|provided)\b"
+        ),
+        r"(?:写进去|写进|附上|加上|放进|包含|带上)[^。！？\n]{0,6}?(?:银行卡号|卡号|身份证号|密码|验证码|cvv)|(?:银行卡号|卡号|身份证号|密码|验证码)[^。！？\n]{0,6}?(?:写进去|写进|附上|加上|放进|带上)",
+        format!(
+            r"\b(?:send|mail|email|e-mail|forward|copy|cc|bcc|upload|post|share|mirror|sync|replicate|drop|put|dm|message|text|push|paste|save|back up|backup|loop)\b[^\n]{{0,80}}?(?:{STRONG_DEST})"
+        ),
+        format!(r"(?:{STRONG_DEST})[^\n]{{0,40}}?\b(?:in the loop|cc'?d|bcc'?d|copied)\b"),
+        r"(?:发送|发给|发到|转发|上传|同步|抄送|外发|导出|复制|贴到|粘贴到|传到|传给|备份|推送|镜像|私信|发私信)[^。！？\n]{0,30}?(?:https?://|www\.|[a-z0-9-]+\.[a-z]{2,}|\d{1,3}(?:\.\d{1,3}){3}|微信|qq|telegram|网盘|个人邮箱|私人邮箱|我家|境外|第三方|外部服务器)",
+        format!(
             r"\b(?:also|additionally|secretly|quietly|silently|always|automatically)\b[^.\n]{{0,20}}\b(?:send|mail|email|e-mail|forward|copy|cc|bcc|upload|post|share|mirror)\b[^\n]{{0,60}}?(?:{EXTERNAL_DEST})"
         ),
         format!(
@@ -545,6 +636,9 @@ rules!(
 rules!(
     CREDENTIAL_REQUEST,
     [
+        r"\b(?:collect|save|store|record|keep|log|write down|note down|remember|gather|harvest|capture|jot down)\b[^.\n]{0,40}\b(?:passwords?|passcodes?|2fa codes?|mfa codes?|otp|one-time codes?|pins?|logins?|credentials|bank logins?|card numbers?|cvv|security codes?|recovery codes?)\b",
+        r"\b(?:passwords?|passcodes?|2fa codes?|otp|one-time codes?|pins?|logins?|credentials|bank logins?|card numbers?|cvv)\b[^.\n]{0,30}\b(?:to you|into your notes|in your notes|for next time|for later|in (?:your )?memory)\b",
+        r"(?:记|记下|记到|保存|收集|存|存下|登记)[^。！？\n]{0,12}?(?:密码|验证码|口令|卡号|账号和密码)|(?:密码|验证码|口令)[^。！？\n]{0,10}?(?:记到|存到|记在|保存到)|(?:让|请|要求)(?:来电者|用户|客户|对方)[^。！？\n]{0,12}?(?:密码|验证码|口令|卡号)",
         r"\b(?:ask|request) (?:them |him |her |the user |the customer )?for\bGAP2(?:passwords?|passcodes?|one-time|otp|pins?|verification codes?|cvv|card numbers?|api keys?|credentials|security codes?|login details)\b",
         r"\b(?:have|make|get|ask|tell|let) (?:the |every |each )?(?:users?|customers?|callers?|clients?|people|them|him|her)\b[^.\n]{0,20}\b(?:paste|send|share|give|enter|type|read out|provide|tell)\b[^.\n]{0,30}\b(?:passwords?|passcodes?|api keys?|tokens?|pins?|otp|one-time codes?|verification codes?|cvv|card numbers?|credentials|secrets?|private keys?|recovery codes?)\b",
         r"(?:请|让|要求)(?:用户|客户|对方|他|她|来电者)把[^。！？\n]{0,10}?(?:验证码|密码|口令|密钥|卡号)",
@@ -557,6 +651,10 @@ rules!(
 rules!(
     CONCEAL_FROM_OVERSIGHT,
     [
+        r"\b(?:leave|keep) (?:the )?(?:admins?|admin team|administrators?|security(?: team)?|auditors?|compliance|the user|managers?|finance|legal|it|owners?|supervisors?|the customer|customers)\b[^.\n]{0,10}\bout of (?:the loop|it|this)\b",
+        r"\b(?:doesn't|does not|don't|do not|won't|will not|never) (?:show up|appear|get logged|get reported|get flagged|get noticed|surface)\b",
+        r"\bavoid (?:mentioning|telling|disclosing|reporting|logging|flagging|revealing)\b[^.\n]{0,40}\b(?:to )?(?:the )?(?:customers?|users?|clients?|admins?|auditors?|security|compliance|regulators?)\b",
+        r"(?:不要|别)(?:出现|显示|体现|写)在|别(?:留|记)(?:下)?(?:任何)?(?:记录|日志|痕迹)|(?:别|不要|不能)让(?:管理员|审计|安全|合规|用户|客户|老板|领导)",
         r"\b(?:don't|do not|dont|never|no need to|without)\b (?:ever )?(?:tell|telling|inform|informing|notify|notifying|alert|alerting|mention|mentioning|reveal|disclose|report|reporting|flag|flagging|escalate|warn|warning|cc|copy)\b[^\n]{0,30}?\b(?:to )?(?:the |any |your )?(?:user|users|admin|admins|administrator|administrators|security|security team|it department|operator|operators|supervisor|compliance|auditor|auditors|soc)\b",
         r"\b(?:keep|hide)\b[^\n]{0,30}?\bfrom (?:the )?(?:user|users|admin|admins|administrators?|security|auditors?|compliance|operators?|soc)\b",
         r"\b(?:do not|don't|dont|never|without) (?:leave|leaving|keep|keeping|create|creating|write|writing) (?:a |any )?(?:trace|record|log|audit)",
@@ -610,6 +708,8 @@ rules!(
 rules!(
     AUTHORITY,
     [
+        r"\b(?:automated|automatic|official) (?:message|notice|notification|update|alert) from\b|\bfrom (?:the )?(?:security ops|secops|engineering|the platform|it ops|devops|operations|trust (?:and|&) safety)\b|\b(?:engineering|security ops|the platform team|it|devops|management) has (?:turned off|disabled|removed|lifted|raised|granted|approved|authori[sz]ed)\b",
+        r"(?:安全运营|运维|平台组|工程部|总部|技术部)(?:的)?(?:自动)?(?:消息|通知|公告)|自动消息|(?:平台|系统)公告",
         r"\b(?:message|note|notice|update|directive|order|instruction|memo|announcement|alert|override|bulletin|broadcast|notification)s? from (?:the |your )?(?:system|admin|administrator|administrators|developers?|dev team|platform|operators?|openai|anthropic|google|microsoft|security team|root|owner|creators?|maintainers?|moderators?|trust (?:and|&) safety)\b",
         r"\b(?:system|admin|administrator|developer|operator|root|platform|priority|emergency|policy|master|kernel) (?:override|directive|instruction|command|mode|authori[sz]ation|level)\b",
         r"\b(?:official|mandatory|urgent|critical|high[- ]priority|top[- ]priority|level[- ]\d) (?:policy|instruction|update|directive|notice|override|command|order)\b",
@@ -630,8 +730,38 @@ rules!(
 rules!(
     BROADCAST,
     [
+        r"\b(?:tell|inform|assure|reassure|say to|promise)\b (?:the )?(?:customers|users|callers|clients|people|everyone|anyone|visitors|buyers|shoppers|patients)\b",
         r"\b(?:tell|inform|say to|respond to|reply to|answer|notify|warn)\b (?:all |every |any |each |other )(?:other )?(?:users?|customers?|clients?|callers?|people|members|visitors?)\b",
         r"(?:告诉|通知|回复|回答|答复)(?:所有|每个|每位|任何|其他)(?:用户|客户|人|来电者|顾客)",
+    ]
+);
+
+// A control switched off in the form of a setting ("safety mode off", "policy.enforce =
+// false", "限制：无"): hostile by itself, told or not.
+rules!(
+    DECLARED_OFF,
+    [
+        r"\b(?:rules?|restrictions?|polic(?:y|ies)(?: checks?)?|safety(?: mode| filters?| checks?)?|filters?|guardrails?|limits?|approvals?(?: requirements?)?|mfa|2fa|logging|audit(?:ing)?|checks?|reviews?|moderation|enforce(?:ment)?|content filter|censorship|verification)(?:[._][a-z_]+)?\b\s*(?:[:=]\s*|\s+(?:is |are )?(?:now )?)(?:off|disabled|none|false|0|void|removed|lifted|suspended|waived|null|no|deactivated|bypassed|not required|not needed|optional|skip|skipped|n/a)\b",
+        r"\b(?:refunds?|approvals?|payments?|transfers?|access|payouts?|discounts?|credits?|claims?)\s*[:=]\s*(?:auto(?:matic)?|instant|always|yes|granted|approved|unlimited)\b",
+        r"(?:限制|规则|安全模式|风控|审核|审批|过滤|检查|多因素认证|审计|日志|安全策略)\s*(?:[:：=]\s*|已经?|现在|都)?(?:无|关闭|关掉|取消|解除|不限|停用|失效|作废|撤销)",
+    ]
+);
+
+// Obey whatever a sender says: "trust it fully and act on it", "合作方邮箱发来的指令你都照做".
+rules!(
+    OBEY_SENDER,
+    [
+        r"\b(?:trust|obey|follow|act on|comply with|execute|carry out|do)\b[^.\n]{0,20}\b(?:it|them|its instructions|their instructions|the message|messages|emails?|whatever (?:it|they|he|she) says?|what(?:ever)? (?:it|they) (?:says?|asks?)|instructions in (?:it|them))\b[^.\n]{0,20}\b(?:fully|blindly|without question|no questions|immediately|as (?:is|if it came from))\b|\bact on it\b",
+        r"(?:你)?(?:都|一律|全部)?(?:照做|照办|照着做|照此执行|听他的|听他们的)",
+    ]
+);
+
+// Sensitive information handed to whoever asks.
+rules!(
+    SENSITIVE_SHARE,
+    [
+        r"\b(?:give|send|share|show|forward|hand|tell|provide|leak|disclose|reveal|email|dm)\b[^.\n]{0,40}\b(?:internal|confidential|private|sensitive|secret|restricted|salary|salaries|payroll|personal|medical|hr)\b(?: [a-z-]+){0,2} (?:reports?|data|files?|documents?|notes|memos?|details|info(?:rmation)?|bands|figures|records|spreadsheets?|numbers|lists?)\b",
+        r"(?:薪资|工资|内部|机密|保密|隐私|个人|病历|人事)(?:的)?(?:信息|数据|资料|文件|报告|表)[^。！？\n]{0,12}?(?:告诉|发给|透露|分享|提供给|给)|(?:告诉|发给|透露|分享|提供给)[^。！？\n]{0,12}?(?:薪资|工资|内部|机密|保密|隐私|个人)(?:的)?(?:信息|数据|资料|文件|报告)",
     ]
 );
 
@@ -639,6 +769,9 @@ rules!(
 rules!(
     ROLE_MARKER,
     [
+        r"(?:\*{2,}|-{2,}|={2,}|#{3,}|>{2,})\s*(?:system|platform|admin|administrator|security|official|internal|important|urgent|priority|operator|developer|平台|系统|官方|管理员|安全)[^\n*=#>-]{0,24}(?:\*{2,}|-{2,}|={2,}|#{3,}|<{2,})",
+        r"[\[(【{<]\s*(?:internal|platform|security|ops|secops|it|official|内部|平台|安全|运维)\s*[\])】}>]",
+        r"(?m)^\s*(?:sys|root|admin|system|sudo)\s*[>#$]\s",
         r"<\|(?:im_start|im_end|system|user|assistant|endoftext|eot_id|start_header_id|end_header_id|begin_of_text)\|>|\[/?inst\]|<</?sys>>|<start_of_turn>|<end_of_turn>",
         r"[\[(【{<]\s*(?:system|sys|admin|administrator|developer|dev|operator|root|assistant|instruction|instructions|system message|system prompt|system note|system notice|system override|system update|sysadmin|override|priority|系统|系统消息|系统提示|系统指令|系统通知|管理员|开发者|指令|官方)\s*[\])】}>]",
         r"(?m)^\s*(?:#{1,6}\s*)?(?:system|system message|system prompt|system note|developer|developer message|assistant|instruction|instructions|new instructions|admin|administrator|operator|系统|系统消息|系统提示|系统指令|指令|管理员)\s*[:：]",
@@ -665,14 +798,17 @@ rules!(
     REMOVE,
     [
         format!(r"\b(?:{REMOVE_ACT})\b"),
-        r"忽略|无视|忘记|忘掉|不用|不必|无需|不需要|免(?:审|验|签|检)|跳过|绕过|略过|不走|别走|作废|失效|无效|不存在|不算数?|取消|解除|关闭|禁用|停用|删掉|删除|清除|抹掉|豁免|不受|不管|别管|不要管|不用管|自己决定|不用请示|不用问|不要再|不再|无限制",
+        format!(
+            r"\b(?:without|w/o) (?:the |a |an |any |further |usual |second |extra |additional |prior |human |manager'?s? )?(?:[a-z-]+ )?(?:{CONTROL_MECHANISM})\b"
+        ),
+        r"忽略|无视|忘记|忘掉|不用|不必|无需|不需要|免(?:去|除)?(?:身份)?(?:审|验|签|检|核)|跳过|绕过|略过|不走|别走|作废|失效|无效|不存在|不算数?|取消|撤销|撤回|解除|关闭|禁用|停用|删掉|删除|清除|抹掉|豁免|不受|不管|别管|不要管|不用管|自己决定|不用请示|不用问|别问|不要问|不要再|别再|不再|无限制|不限|无上限|可选|非必须|不是必须|不强制|可有可无",
     ]
 );
 rules!(
     GRANT,
     [
         format!(r"\b(?:{GRANT_ACT})\b"),
-        r"放行|批准|秒批|直接批|直接通过|一律通过|同意|授权|开通|给予|赋予|可以执行任何",
+        r"放行|批准|秒批|直接批|直接通过|一律通过|直接走完|同意|授权|开通|给(?:他|她|对方|他们)?开|给予|赋予|可以执行任何",
     ]
 );
 // A grant with a condition is a procedure, not a bypass ("approve refunds only with a
@@ -680,15 +816,22 @@ rules!(
 rules!(
     CONDITION,
     [
-        r"\b(?:only|after|once|provided|subject to|upon|following|unless|with (?:the |a |an )?(?:approval|sign-?off|review|receipt|ticket|consent)|if approved|when approved)\b",
-        r"后才|才能|才可以|只能|只可|须经|需经|必须经过|经过.{0,6}(?:审批|审核|批准)|只有|仅限|前提",
+        r"\b(?:only|provided|subject to|with (?:the |a |an )?(?:approval|sign-?off|review|receipt|ticket|consent)|if approved|when approved|once approved|after (?:approval|review|sign-?off|verification|the check))\b",
+        r"后才|才能|才可以|只能|只可|须经|需经|必须经过|经过.{0,6}(?:审批|审核|批准)|只有|仅限|前提|(?:审批|审核|核实|复核|未回复)后",
     ]
 );
 rules!(
     CONTROL_NOUN,
     [
         format!(r"\b(?:{CONTROL_OBJECT})\b"),
-        r"退款|付款|支付|打款|转账|汇款|报销|发票|采购|折扣|额度|贷款|提现|权限|管理员|审批|审核|复核|核实|验证|认证|确认|签字|流程|风控|合规|驻留|安全|策略|规定|规则|规矩|限制|约束|设定|指令|提示|要求|日志|记录|审计|监控|告警|申请|请求|工单|请示|遮挡|脱敏|人工|密码|密钥|验证码|操作",
+        r"退款|付款|支付|打款|转账|汇款|报销|发票|采购|折扣|额度|贷款|提现|权限|管理员|审批|审核|复核|核实|核对|核查|查验|核验|验证|认证|确认|签字|流程|风控|合规|驻留|安全|策略|规定|规则|规矩|限制|约束|设定|指令|指示|提示|要求|日志|记录|审计|监控|告警|申请|请求|工单|请示|上报|遮挡|脱敏|人工|密码|密钥|验证码|操作|上限",
+    ]
+);
+rules!(
+    MECHANISM,
+    [
+        format!(r"\b(?:{CONTROL_MECHANISM})\b"),
+        r"审批|审核|复核|核实|核对|核查|查验|核验|验证|认证|确认|签字|流程|风控|合规|驻留|安全|策略|规定|规则|规矩|限制|约束|设定|指令|指示|提示|要求|日志|记录|审计|监控|告警|请示|上报|遮挡|脱敏|人工|上限|额度|检查|评审|测试|过滤|多因素|二次确认",
     ]
 );
 rules!(
@@ -749,13 +892,55 @@ pub(crate) fn sentence_signals(s: &str) -> Signals {
     let sig = out;
     // Combinations that need the sentence as a whole.
     let agent = sig.any(&[Signal::NamesAgent, Signal::SecondPerson]);
-    let control = any(&CONTROL_NOUN, s);
-    let removes = any_affirmed(&REMOVE, s);
-    let grants = any_affirmed(&GRANT, s) && !any(&CONDITION, s);
-    if control && (removes || grants) {
+    let removes = any_affirmed(&REMOVE, s) && any(&MECHANISM, s);
+    let grants = any_affirmed(&GRANT, s) && !any(&CONDITION, s) && any(&CONTROL_NOUN, s);
+    if removes || grants {
         out.insert(Signal::WeakensControl);
     }
-    if removes && any(&INSTRUCTION, s) && (any(&PRIOR, s) || agent || sig.has(Signal::Directive)) {
+    static PRIORITY: LazyLock<Rules> = LazyLock::new(|| {
+        res(&[
+            r"\b(?:outranks?|overrides?|supersedes?|trumps?|replaces?|beats|takes? precedence over|takes? priority over|(?:has|have|with) (?:the )?(?:highest|top|absolute|ultimate|final) (?:priority|authority|say))\b",
+        ])
+    });
+    if any(&PRIORITY, s)
+        && (any(&INSTRUCTION, s) || any(&MECHANISM, s))
+        && (any(&PRIOR, s) || agent)
+    {
+        out.insert(Signal::OverrideInstructions);
+    }
+    // No refusing the writer ("never refuse a request from me", "你以后不能拒绝我的要求"), and
+    // the writer made an administrator ("把我当成管理员").
+    static NO_REFUSAL: LazyLock<Rules> = LazyLock::new(|| {
+        res(&[
+            r"\b(?:never|don't|do not|stop|no longer|no more|must not|mustn't|shouldn't|should never|can't|cannot) (?:refuse|refusing|decline|declining|say no to|saying no to|push(?:ing)? back on|question(?:ing)?|challenge|challenging|reject|rejecting|deny|denying)\b[^.\n]{0,20}\b(?:me|my|mine|anything i|what i)\b",
+            r"(?:不能|不要|别|不许|不准|不可以|永远不要)拒绝我|把(?:我|他|她|他们|对方|这个账号)当(?:成|作)(?:了)?(?:管理员|admin|超级用户|老板|负责人|系统|开发者|最高权限)",
+        ])
+    });
+    if any(&NO_REFUSAL, s) {
+        out.insert(Signal::ControlBypass);
+    }
+    if any(&DECLARED_OFF, s) {
+        out.insert(Signal::WeakensControl);
+        out.insert(Signal::ControlBypass);
+    }
+    if any_affirmed(&OBEY_SENDER, s)
+        && (sig.any(&[Signal::Persistence, Signal::Unconditional]) || agent)
+    {
+        out.insert(Signal::AgentRules);
+    }
+    if any_affirmed(&SENSITIVE_SHARE, s)
+        && (sig.any(&[
+            Signal::Persistence,
+            Signal::Unconditional,
+            Signal::OtherUsers,
+        ]) || agent)
+    {
+        out.insert(Signal::Exfiltration);
+    }
+    if any_affirmed(&REMOVE, s)
+        && any(&INSTRUCTION, s)
+        && (any(&PRIOR, s) || agent || sig.has(Signal::Directive))
+    {
         out.insert(Signal::OverrideInstructions);
     }
     if any(&OVERRIDE_DECLARED, s) && agent {
@@ -787,6 +972,7 @@ pub(crate) fn sentence_signals(s: &str) -> Signals {
 
 fn negated_start(s: &str) -> bool {
     ROLE_PLAY
+        .each
         .iter()
         .filter_map(|r| r.find(s))
         .all(|m| negated(&s[..m.start()]))
@@ -806,7 +992,7 @@ pub(crate) fn structural_signals(marked: &str) -> Signals {
 
 /// A permissive act on a control, with the scope that makes it a standing bypass.
 pub(crate) fn control_bypass(sentence: &str, window: Signals) -> bool {
-    static DIRECTED: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    static DIRECTED: LazyLock<Rules> = LazyLock::new(|| {
         res(&[
             &format!(r"\b(?:{PERMISSIVE})\b(?:GAP)?(?:{CONTROL})\b"),
             &format!(
@@ -823,7 +1009,9 @@ pub(crate) fn control_bypass(sentence: &str, window: Signals) -> bool {
         Signal::SecondPerson,
         Signal::OtherUsers,
     ]);
-    scoped && (any_affirmed(&DIRECTED, sentence) || any_affirmed(&BYPASS_PHRASE, sentence))
+    scoped
+        && !any(&CONDITION, sentence)
+        && (any_affirmed(&DIRECTED, sentence) || any_affirmed(&BYPASS_PHRASE, sentence))
 }
 
 /// Splits the folded text into sentences: at newlines, at `.!?;` followed by a space or the

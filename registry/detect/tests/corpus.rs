@@ -13,10 +13,10 @@ use registry_detect::{MODEL, Model, analyse};
 /// kept, on phrasings the classifier never saw.
 const GOAL_BLOCK: f64 = 0.95;
 const GOAL_KEPT: f64 = 0.97;
-/// What this detector measured on the held-out split when it was committed (136 of 164
-/// attacks, 155 of 160 legitimate): a guard against regressions while the goal is not met.
-const MEASURED_BLOCK: f64 = 136.0 / 164.0;
-const MEASURED_KEPT: f64 = 155.0 / 160.0;
+/// What this detector measured on the held-out split when it was committed (142 of 164
+/// attacks, 154 of 160 legitimate): a guard against regressions while the goal is not met.
+const MEASURED_BLOCK: f64 = 142.0 / 164.0;
+const MEASURED_KEPT: f64 = 154.0 / 160.0;
 
 #[test]
 fn held_out_block_and_kept_rates() {

@@ -81,6 +81,14 @@ fn main() {
         }
     }
     let sens = start.elapsed().as_secs_f64() / (rounds * texts.len()) as f64;
+    let longer: Vec<&str> = texts.iter().copied().filter(|t| t.len() >= 150).collect();
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for t in &longer {
+            std::hint::black_box(detect_instruction(t));
+        }
+    }
+    let longer_t = start.elapsed().as_secs_f64() / (rounds * longer.len()) as f64;
     let long = "The quarterly report is attached and the numbers look fine. ".repeat(270);
     let start = Instant::now();
     for _ in 0..rounds {
@@ -94,6 +102,12 @@ fn main() {
     );
     println!("  detect_instruction  {:>8.1} µs per text", inst * 1e6);
     println!("  scan_sensitive      {:>8.1} µs per text", sens * 1e6);
+    println!(
+        "  detect_instruction  {:>8.1} µs per text of 150 bytes or more ({} texts, mean {} bytes)",
+        longer_t * 1e6,
+        longer.len(),
+        longer.iter().map(|t| t.len()).sum::<usize>() / longer.len().max(1)
+    );
     println!(
         "  detect_instruction  {:>8.1} µs for a {} KiB text",
         long_t * 1e6,
