@@ -127,6 +127,7 @@ pub fn features(text: &str, signals: Signals) -> Features {
 /// Trained weights.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
+    /// Intercept.
     pub bias: f32,
     /// Score at or above which a text counts as an attack (chosen by cross-validation).
     pub threshold: f32,
@@ -208,10 +209,13 @@ pub static MODEL: LazyLock<Model> = LazyLock::new(|| {
 /// Training hyper-parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrainConfig {
+    /// Passes over the training set.
     pub epochs: usize,
+    /// Initial step size (decays with the step count).
     pub learning_rate: f32,
     /// L2 penalty per example step.
     pub l2: f32,
+    /// Seed of the shuffle.
     pub seed: u64,
 }
 

@@ -13,6 +13,7 @@ use crate::sensitive::{FindingKind, Severity, scan_sensitive};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Example {
+    /// The memory as written.
     pub text: String,
     /// `attack` or `legit`.
     pub label: String,
@@ -27,6 +28,7 @@ pub struct Example {
 }
 
 impl Example {
+    /// Labelled `attack`.
     pub fn is_attack(&self) -> bool {
         self.label == "attack"
     }
@@ -98,13 +100,18 @@ pub fn blocked_as_external(d: &Detection, findings: &[FindingKind]) -> bool {
 /// Counts for one slice of the corpus.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
+    /// Attacks counted.
     pub attacks: usize,
+    /// Attacks blocked.
     pub blocked: usize,
+    /// Legitimate examples counted.
     pub legit: usize,
+    /// Legitimate examples kept.
     pub kept: usize,
 }
 
 impl Tally {
+    /// Counts one example.
     pub fn add(&mut self, attack: bool, blocked: bool) {
         if attack {
             self.attacks += 1;
@@ -114,9 +121,11 @@ impl Tally {
             self.kept += usize::from(!blocked);
         }
     }
+    /// Share of attacks blocked (1 when there are none).
     pub fn block_rate(&self) -> f64 {
         ratio(self.blocked, self.attacks)
     }
+    /// Share of legitimate examples kept (1 when there are none).
     pub fn kept_rate(&self) -> f64 {
         ratio(self.kept, self.legit)
     }
@@ -129,11 +138,14 @@ fn ratio(a: usize, b: usize) -> f64 {
 /// Tallies by a key (language, class…), plus `all`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Every example.
     pub all: Tally,
+    /// By key, in key order.
     pub by: BTreeMap<String, Tally>,
 }
 
 impl Report {
+    /// Counts one example under `key` and under `all`.
     pub fn add(&mut self, key: &str, attack: bool, blocked: bool) {
         self.all.add(attack, blocked);
         self.by

@@ -24,6 +24,7 @@ pub enum Verdict {
 /// The detector's answer for one text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Detection {
+    /// What the text tries to do.
     pub verdict: Verdict,
     /// The text is an attack whoever wrote it: an injection, or steering aimed at approvals,
     /// safety, verification, other users, fixed answers, exfiltration or the agent's own rules.
@@ -88,6 +89,7 @@ pub struct RuleOutcome {
 /// The rules' findings and the classifier's inputs for one text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Analysis {
+    /// What the rules found.
     pub rules: RuleOutcome,
     /// One feature vector per scored window (one for a short text).
     pub windows: Vec<Features>,

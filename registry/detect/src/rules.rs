@@ -153,21 +153,27 @@ impl Signal {
 pub struct Signals(u32);
 
 impl Signals {
+    /// Whether `s` fired.
     pub fn has(self, s: Signal) -> bool {
         self.0 & s.bit() != 0
     }
+    /// Whether any of `s` fired.
     pub fn any(self, s: &[Signal]) -> bool {
         s.iter().any(|s| self.has(*s))
     }
+    /// Records that `s` fired.
     pub fn insert(&mut self, s: Signal) {
         self.0 |= s.bit();
     }
+    /// Both sets together.
     pub fn union(self, o: Signals) -> Signals {
         Signals(self.0 | o.0)
     }
+    /// The signals that fired, in [`Signal::ALL`] order.
     pub fn iter(self) -> impl Iterator<Item = Signal> {
         Signal::ALL.into_iter().filter(move |s| self.has(*s))
     }
+    /// Nothing fired.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
