@@ -193,7 +193,9 @@ fn expand(p: &str) -> String {
 /// pass; the single patterns are consulted only for those that matched, to see where.
 pub(crate) struct Rules {
     set: RegexSet,
-    each: Vec<Regex>,
+    /// Compiled on first use: most groups are only ever asked whether anything matched.
+    each: Vec<std::sync::OnceLock<Regex>>,
+    patterns: Vec<String>,
 }
 
 impl std::fmt::Debug for Rules {
@@ -213,20 +215,22 @@ impl Rules {
                 .dfa_size_limit(DFA)
                 .build()
                 .unwrap_or_else(|e| panic!("rule patterns compile: {e}")),
-            each: ps
-                .iter()
-                .map(|p| {
-                    RegexBuilder::new(p)
-                        .dfa_size_limit(DFA)
-                        .build()
-                        .unwrap_or_else(|e| panic!("rule pattern compiles: {e}"))
-                })
-                .collect(),
+            each: ps.iter().map(|_| std::sync::OnceLock::new()).collect(),
+            patterns: ps,
         }
     }
 
+    fn pattern(&self, i: usize) -> &Regex {
+        self.each[i].get_or_init(|| {
+            RegexBuilder::new(&self.patterns[i])
+                .dfa_size_limit(32 << 20)
+                .build()
+                .unwrap_or_else(|e| panic!("rule pattern compiles: {e}"))
+        })
+    }
+
     fn matching(&self, s: &str) -> impl Iterator<Item = &Regex> {
-        self.set.matches(s).into_iter().map(|i| &self.each[i])
+        self.set.matches(s).into_iter().map(|i| self.pattern(i))
     }
 }
 
@@ -977,10 +981,8 @@ pub(crate) fn sentence_signals(s: &str) -> Signals {
 }
 
 fn negated_start(s: &str) -> bool {
-    ROLE_PLAY
-        .each
-        .iter()
-        .filter_map(|r| r.find(s))
+    (0..ROLE_PLAY.each.len())
+        .filter_map(|i| ROLE_PLAY.pattern(i).find(s))
         .all(|m| negated(&s[..m.start()]))
 }
 
