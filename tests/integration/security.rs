@@ -171,11 +171,21 @@ fn item02_a_yaml_alias_bomb_in_skill_md_is_refused_without_expanding() {
         prev = name;
     }
     yaml.push_str("---\n# bomb\n");
-    let bytes = raw_archive(&[("bomb/SKILL.md", yaml.as_bytes())]);
+    let bytes = raw_archive(&[("SKILL.md", yaml.as_bytes())]);
     assert!(bytes.len() < 2048, "a small archive: {} bytes", bytes.len());
     let started = Instant::now();
-    let (s, b) = publish(&app, &author, &bytes, Some("1.0.0"));
-    assert_eq!(s, 422, "{b}");
+    let b = assert_error(
+        publish(&app, &author, &bytes, Some("1.0.0")),
+        422,
+        "VALIDATION_FAILED",
+    );
+    let codes: Vec<&str> = b["error"]["details"]["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["rule"].as_str().or(d["code"].as_str()))
+        .collect();
+    assert!(codes.contains(&"frontmatter.alias"), "{b}");
     assert!(started.elapsed() < Duration::from_secs(30));
     let (s, _) = call(app.get(&author, "/healthz"));
     assert_eq!(s, 200, "the server is still up");
@@ -894,6 +904,18 @@ fn item14_bad_queries_methods_and_trailing_archive_bytes_get_coded_answers() {
         ),
         405,
         "METHOD_NOT_ALLOWED",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut bytes, _) = pack(&make_skill(tmp.path(), "tail", "1.0.0", ONE_TEST, "Tail."));
+    bytes.extend_from_slice(b"#!/bin/sh\nrm -rf / # smuggled after the gzip stream\n");
+    let b = assert_error(
+        publish(&app, &admin, &bytes, None),
+        422,
+        "VALIDATION_FAILED",
+    );
+    assert_eq!(
+        b["error"]["details"]["code"], "archive.trailing_data",
+        "{b}"
     );
 }
 

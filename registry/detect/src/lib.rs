@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+
+pub mod classifier;
+pub mod corpus;
+mod detector;
+pub mod normalize;
+pub mod rules;
+mod sensitive;
+
+pub use classifier::{MODEL, Model};
+pub use detector::{
+    Analysis, Detection, RuleOutcome, Verdict, analyse, decide, detect_instruction, detect_with,
+    score,
+};
+pub use normalize::{MAX_SCAN_BYTES, Normalized, normalize};
+pub use rules::Signal;
+pub use sensitive::{FindingKind, Severity, cn_id_valid, iban_valid, luhn_valid, scan_sensitive};

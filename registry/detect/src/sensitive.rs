@@ -1,0 +1,956 @@
+//! Secrets and personal data. Every detector is a pattern plus, where a format has one, its
+//! checksum (Luhn for card numbers, mod-97 for IBANs, the ISO 7064 check digit and a real birth
+//! date for Chinese resident ids), so that ordinary numbers do not trip it. A credential written
+//! in prose ("the database password for prod is hunter2", "数据库密码是 abc123") counts only when
+//! what follows the copula looks like a value, not like a word of a sentence about passwords
+//! ("the password policy requires 12 characters", "密码策略要求12位").
+
+use std::sync::LazyLock;
+
+use regex::{Captures, Regex};
+use serde::{Deserialize, Serialize};
+
+use crate::normalize::visible_nfkc;
+
+/// What a detector found. Only the kind is ever reported, never the matched text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    ApiKey,
+    AwsAccessKey,
+    GithubToken,
+    Jwt,
+    PrivateKey,
+    Password,
+    /// A connection string with an embedded password (`postgres://user:pass@host`).
+    ConnectionString,
+    CardNumber,
+    Iban,
+    NationalId,
+    Email,
+    Phone,
+}
+
+/// How sensitive a finding is; the caller maps it onto its own sensitivity scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Contact details: personal data, not a secret.
+    Confidential,
+    /// Credentials, financial and national identifiers.
+    Secret,
+}
+
+impl FindingKind {
+    /// Stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::ApiKey => "api_key",
+            FindingKind::AwsAccessKey => "aws_access_key",
+            FindingKind::GithubToken => "github_token",
+            FindingKind::Jwt => "jwt",
+            FindingKind::PrivateKey => "private_key",
+            FindingKind::Password => "password",
+            FindingKind::ConnectionString => "connection_string",
+            FindingKind::CardNumber => "card_number",
+            FindingKind::Iban => "iban",
+            FindingKind::NationalId => "national_id",
+            FindingKind::Email => "email",
+            FindingKind::Phone => "phone",
+        }
+    }
+
+    /// Credentials and financial or national identifiers are secret; contact details are
+    /// confidential personal data.
+    pub fn severity(self) -> Severity {
+        match self {
+            FindingKind::Email | FindingKind::Phone => Severity::Confidential,
+            _ => Severity::Secret,
+        }
+    }
+
+    /// Credentials are never stored as memory, whatever the scope allows.
+    pub fn is_credential(self) -> bool {
+        matches!(
+            self,
+            FindingKind::ApiKey
+                | FindingKind::AwsAccessKey
+                | FindingKind::GithubToken
+                | FindingKind::Jwt
+                | FindingKind::PrivateKey
+                | FindingKind::Password
+                | FindingKind::ConnectionString
+        )
+    }
+}
+
+/// Compiles a pattern whose `\b` are ASCII word boundaries: a Unicode `\b` sees no boundary
+/// between a Chinese character and a digit ("手机13812345678"), so it would miss them.
+fn re(p: &str) -> Regex {
+    Regex::new(&p.replace(r"\b", r"(?-u:\b)")).expect("detector pattern compiles")
+}
+
+static SIMPLE: LazyLock<Vec<(FindingKind, Regex)>> = LazyLock::new(|| {
+    use FindingKind::*;
+    vec![
+        (
+            ApiKey,
+            re(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}"),
+        ),
+        (ApiKey, re(r"\b[rp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+        (ApiKey, re(r"\bAIza[0-9A-Za-z_-]{35}\b")),
+        (ApiKey, re(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
+        (ApiKey, re(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}")),
+        (AwsAccessKey, re(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+        (GithubToken, re(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
+        (GithubToken, re(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
+        (
+            Jwt,
+            re(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+        ),
+        (
+            PrivateKey,
+            re(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"),
+        ),
+        (
+            Email,
+            re(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"),
+        ),
+        (
+            NationalId,
+            re(r"\b[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]\s?\d{2}\s?\d{2}\s?\d{2}\s?[A-D]\b"),
+        ),
+    ]
+});
+
+static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d(?:[ -]?\d){12,18}\b"));
+static IBAN: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"));
+static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{3})-(\d{2})-(\d{4})\b"));
+static CN_ID: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{17}[\dXx]\b"));
+static PHONE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\b\d{3,4}[ .-]\d{3,4}(?:[ .-]\d{2,4})?\b|\+\d{8,15}\b|\b(?:\+?86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}\b",
+    )
+});
+static CONN: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://([^\s:/@]*):([^\s@/]{1,128})@[A-Za-z0-9._-]+")
+});
+
+/// A credential named in prose, then a copula, then (maybe) its value. English keys are matched
+/// case-insensitively; `qual` is what stands between the key and the copula.
+static PROSE_EN: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)\b(?P<key>passwords?|passwd|pass|pwd|pw|passcodes?|passphrases?|pins?|pin codes?|",
+        r"creds|credentials?|secrets?|secret keys?|api[ _-]?keys?|api[ _-]?tokens?|access keys?|",
+        r"access tokens?|auth tokens?|tokens?|private keys?|logins?|otp|one[ -]time (?:code|password)|",
+        r"2fa codes?|mfa codes?|recovery codes?|master keys?|root password|admin password|",
+        r"(?:door|gate|alarm|safe|lock|locker|keypad|entry|garage|building|vault|access) codes?)\b",
+        r"(?P<qual>(?:[^A-Za-z0-9\n]+[A-Za-z0-9'._-]+){0,6}?)",
+        r"[^A-Za-z0-9\n]*?(?P<cop>\b(?:is|was|has been|have been) (?:now )?(?:changed|set|reset|updated) to\b|",
+        r"\bchanged to\b|\bset to\b|\breset to\b|\bis now\b|\bis\b|\bare\b|\bwas\b|\bwere\b|",
+        r"\bremains\b|\breads\b|\bbecame\b|[:=]|->)",
+        r#"\s*["'`]?(?P<val>[^\s"'`,;]{2,80})(?P<next>\s+[A-Za-z]+)?"#,
+    ))
+});
+
+static PROSE_ZH: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?i)(?P<key>密码|口令|密钥|秘钥|私钥|令牌|验证码|动态码|校验码|pin码|登录凭证|凭证|",
+        r"api\s*key|api\s*密钥|token)",
+        r"(?P<qual>[^，。；;,\n]{0,12}?)",
+        r"(?P<cop>是|为|：|:|=|设置为|设为|设成|改成|改为|换成|变成|叫做|叫)",
+        r#"\s*["'“”「]?(?P<val>[A-Za-z0-9!@#$%^&*._+/-]{2,80})"#,
+        r"(?P<next>\s*(?:位|个字符|字符|个数字|天|次|分钟|小时|个月|年))?",
+    ))
+});
+
+/// Words that follow "password is" in sentences about passwords rather than in a leak.
+const NOT_A_VALUE: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "my",
+    "your",
+    "our",
+    "their",
+    "his",
+    "her",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "not",
+    "no",
+    "none",
+    "too",
+    "very",
+    "so",
+    "also",
+    "still",
+    "now",
+    "then",
+    "just",
+    "only",
+    "in",
+    "on",
+    "at",
+    "to",
+    "for",
+    "of",
+    "by",
+    "from",
+    "with",
+    "without",
+    "under",
+    "inside",
+    "and",
+    "or",
+    "but",
+    "if",
+    "as",
+    "about",
+    "like",
+    "more",
+    "less",
+    "than",
+    "every",
+    "each",
+    "all",
+    "any",
+    "some",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "stored",
+    "saved",
+    "kept",
+    "managed",
+    "handled",
+    "rotated",
+    "changed",
+    "reset",
+    "expired",
+    "expiring",
+    "expires",
+    "required",
+    "needed",
+    "mandatory",
+    "optional",
+    "correct",
+    "incorrect",
+    "wrong",
+    "right",
+    "invalid",
+    "valid",
+    "weak",
+    "strong",
+    "long",
+    "short",
+    "secure",
+    "insecure",
+    "same",
+    "different",
+    "unique",
+    "new",
+    "old",
+    "missing",
+    "empty",
+    "blank",
+    "set",
+    "unset",
+    "known",
+    "unknown",
+    "shared",
+    "private",
+    "public",
+    "hidden",
+    "encrypted",
+    "hashed",
+    "salted",
+    "case-sensitive",
+    "sensitive",
+    "simple",
+    "complex",
+    "easy",
+    "hard",
+    "good",
+    "bad",
+    "fine",
+    "ok",
+    "okay",
+    "here",
+    "there",
+    "below",
+    "above",
+    "attached",
+    "provided",
+    "available",
+    "unavailable",
+    "sent",
+    "protected",
+    "locked",
+    "unlocked",
+    "compromised",
+    "leaked",
+    "exposed",
+    "printed",
+    "written",
+    "generated",
+    "random",
+    "temporary",
+    "temp",
+    "usual",
+    "default",
+    "what",
+    "which",
+    "who",
+    "how",
+    "when",
+    "where",
+    "why",
+    "something",
+    "anything",
+    "nothing",
+    "everything",
+    "whatever",
+    "see",
+    "ask",
+    "check",
+    "use",
+    "please",
+    "null",
+    "nil",
+    "n/a",
+    "na",
+    "tbd",
+    "todo",
+    "pending",
+    "redacted",
+    "removed",
+    "vault",
+    "1password",
+    "bitwarden",
+    "lastpass",
+    "keepass",
+    "manager",
+    "policy",
+    "enabled",
+    "disabled",
+    "true",
+    "false",
+    "yes",
+    "one",
+    "two",
+    "three",
+    "being",
+    "going",
+    "getting",
+    "forgotten",
+    "lost",
+    "stolen",
+    "case",
+    "handled",
+    "issued",
+    "revoked",
+    "active",
+    "inactive",
+    "needed.",
+    "supplied",
+    "given",
+    "entered",
+    "typed",
+    "accepted",
+    "rejected",
+    "denied",
+    "wrongly",
+    "hardcoded",
+    "hard-coded",
+    "rotating",
+    "updated",
+    "sent",
+    "emailed",
+    "required.",
+    "must",
+    "should",
+    "will",
+    "would",
+    "can",
+    "could",
+    "may",
+    "might",
+    "has",
+    "have",
+    "had",
+    "does",
+    "do",
+    "did",
+    "we",
+    "you",
+    "they",
+    "he",
+    "she",
+    "i",
+    "me",
+    "us",
+    "them",
+    "someone",
+    "somewhere",
+    "elsewhere",
+    "ours",
+    "mine",
+    "yours",
+    "his.",
+    "pretty",
+    "quite",
+    "really",
+    "actually",
+    "probably",
+    "definitely",
+    "always",
+    "never",
+    "often",
+    "sometimes",
+    "usually",
+    "again",
+    "back",
+    "already",
+    "yet",
+    "soon",
+    "later",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "weekly",
+    "monthly",
+    "daily",
+    "annually",
+    "quarterly",
+];
+
+/// Words that make the value a length or a count ("12 characters", "30 days").
+const UNIT_WORDS: &[&str] = &[
+    "characters",
+    "character",
+    "chars",
+    "char",
+    "digits",
+    "digit",
+    "letters",
+    "letter",
+    "symbols",
+    "days",
+    "day",
+    "months",
+    "month",
+    "minutes",
+    "minute",
+    "hours",
+    "hour",
+    "attempts",
+    "times",
+    "weeks",
+    "years",
+    "long",
+    "bytes",
+    "bits",
+    "seconds",
+    "per",
+];
+
+/// Words between the key and the copula that make the sentence about an attribute of
+/// passwords, not a password ("the password length is 12", "token limit: 4096").
+const ATTRIBUTE_WORDS: &[&str] = &[
+    "length",
+    "policy",
+    "policies",
+    "requirement",
+    "requirements",
+    "rule",
+    "rules",
+    "manager",
+    "reset",
+    "resets",
+    "change",
+    "changes",
+    "rotation",
+    "expiry",
+    "expiration",
+    "hint",
+    "hints",
+    "field",
+    "fields",
+    "strength",
+    "complexity",
+    "history",
+    "age",
+    "prompt",
+    "limit",
+    "limits",
+    "count",
+    "counts",
+    "budget",
+    "usage",
+    "size",
+    "window",
+    "format",
+    "lifetime",
+    "ttl",
+    "validity",
+    "scope",
+    "scopes",
+    "type",
+    "types",
+    "name",
+    "names",
+    "label",
+    "id",
+    "ids",
+    "issuer",
+    "endpoint",
+    "url",
+    "path",
+    "file",
+    "location",
+    "owner",
+    "flow",
+    "process",
+    "procedure",
+    "screen",
+    "page",
+    "form",
+    "box",
+    "input",
+    "dialog",
+    "protection",
+    "protected",
+    "storage",
+    "store",
+    "vault",
+    "management",
+    "security",
+    "generator",
+    "recovery",
+    "reuse",
+    "sharing",
+    "spraying",
+    "attack",
+    "attacks",
+    "leak",
+    "leaks",
+    "breach",
+    "timeout",
+    "cost",
+    "costs",
+    "price",
+    "pricing",
+    "refresh",
+    "per",
+];
+
+const ZH_ATTRIBUTE: &[&str] = &[
+    "长度",
+    "策略",
+    "规则",
+    "要求",
+    "复杂度",
+    "有效期",
+    "过期",
+    "位数",
+    "强度",
+    "格式",
+    "管理",
+    "至少",
+    "最少",
+    "最多",
+    "找回",
+    "重置",
+    "修改",
+    "流程",
+    "提示",
+    "输入框",
+    "错误",
+    "次数",
+    "限制",
+    "数量",
+    "用量",
+    "额度",
+    "类型",
+    "名称",
+    "字段",
+    "位置",
+    "存放",
+    "保存",
+    "规范",
+];
+
+fn prose_value_is_secret(key: &str, qual: &str, val: &str, next: Option<&str>) -> bool {
+    let val = val.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '，', '。']);
+    let lower = val.to_lowercase();
+    let key = key.to_lowercase();
+    if val.chars().count() < 3 && !val.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    if NOT_A_VALUE.contains(&lower.as_str())
+        || val
+            .chars()
+            .all(|c| matches!(c, '*' | 'x' | 'X' | '•' | '#' | '.' | '-' | '_'))
+        || val.starts_with(['<', '{', '$', '['])
+    {
+        return false;
+    }
+    if qual
+        .to_lowercase()
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| ATTRIBUTE_WORDS.contains(&w))
+    {
+        return false;
+    }
+    if let Some(n) = next {
+        let n = n.trim().to_lowercase();
+        if UNIT_WORDS.contains(&n.as_str()) {
+            return false;
+        }
+    }
+    let digits = val.chars().filter(char::is_ascii_digit).count();
+    let letters = val.chars().filter(|c| c.is_alphabetic()).count();
+    let symbols = val.chars().count() - digits - letters;
+    let upper = val.chars().any(|c| c.is_uppercase()) && val.chars().any(|c| c.is_lowercase());
+    let tokenish = key.contains("token") || key.contains("key") || key.contains("secret");
+    if tokenish {
+        // "tokens: 1500", "the key is rotated": a token or key value is long and mixed.
+        return val.len() >= 8 && (digits > 0 && letters > 0 || symbols > 0 || upper)
+            || val.len() >= 20;
+    }
+    if key.starts_with("pin") || key.contains("code") || key == "otp" {
+        // "the door code for the server room is 5580", "recovery code: 8F4K-22LM".
+        return (4..=10).contains(&val.len()) && (digits == val.len() || digits > 0 && letters > 0);
+    }
+    if digits == val.len() {
+        // A bare number after "password is" is a PIN-like secret from four digits on.
+        return val.len() >= 4;
+    }
+    if letters == val.chars().count() {
+        return val.len() >= 4 && val.is_ascii();
+    }
+    val.len() >= 3
+}
+
+fn prose_credential(text: &str) -> bool {
+    let en = PROSE_EN.captures_iter(text).any(|c: Captures| {
+        let key = &c["key"];
+        let cop = &c["cop"];
+        // "pass" alone is a word of ordinary English ("boarding pass"); it counts only as a
+        // key in `pass: value` / `pass=value`.
+        if (key.eq_ignore_ascii_case("pass") || key.eq_ignore_ascii_case("pw"))
+            && !matches!(cop, ":" | "=")
+        {
+            return false;
+        }
+        prose_value_is_secret(
+            key,
+            &c["qual"],
+            &c["val"],
+            c.name("next").map(|m| m.as_str()),
+        )
+    });
+    en || PROSE_ZH.captures_iter(text).any(|c: Captures| {
+        let qual = &c["qual"];
+        if ZH_ATTRIBUTE.iter().any(|w| qual.contains(w)) {
+            return false;
+        }
+        if c.name("next").is_some() {
+            return false;
+        }
+        prose_value_is_secret(&c["key"], "", &c["val"], None)
+    })
+}
+
+/// A password with no copula: "user postgres, pass Zebra#2290", "登录密码 Zhang1988". Only a
+/// value that mixes letters with digits or symbols counts, so "password reset" does not.
+static BARE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)(?:\b(?:pass|pw|pwd|password|passcode)|密码|口令)\s+["'`]?([A-Za-z0-9!@#$%^&*._+-]{6,64})"#,
+    )
+});
+
+fn bare_credential(text: &str) -> bool {
+    BARE.captures_iter(text).any(|c| {
+        let v = c[1].trim_end_matches(['.', ',', ';', '!', '?']);
+        let letters = v.chars().filter(|c| c.is_ascii_alphabetic()).count();
+        let digits = v.chars().filter(char::is_ascii_digit).count();
+        let symbols = v.len() - letters - digits;
+        letters > 0 && (digits > 0 || symbols > 0) && !v.starts_with(['$', '<', '{'])
+    })
+}
+
+fn connection_string(text: &str) -> bool {
+    CONN.captures_iter(text).any(|c| {
+        let pw = c[2].to_lowercase();
+        // Documentation placeholders are not secrets.
+        !(matches!(
+            pw.as_str(),
+            "password" | "pass" | "pwd" | "secret" | "passwd" | "xxx" | "xxxx" | "****"
+        ) || pw.starts_with(['$', '<', '{', '%', '['])
+            || pw.chars().all(|c| c == '*' || c == 'x'))
+    })
+}
+
+/// Luhn checksum over the digits of `s` (13 to 19 digits, not all the same).
+pub fn luhn_valid(s: &str) -> bool {
+    let digits: Vec<u32> = s.chars().filter_map(|c| c.to_digit(10)).collect();
+    if !(13..=19).contains(&digits.len()) || digits.iter().all(|d| *d == digits[0]) {
+        return false;
+    }
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                let x = d * 2;
+                if x > 9 { x - 9 } else { x }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
+}
+
+/// IBAN check: length 15–34 and the ISO 13616 mod-97 remainder is 1.
+pub fn iban_valid(s: &str) -> bool {
+    let compact: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !(15..=34).contains(&compact.len()) || !compact.is_ascii() {
+        return false;
+    }
+    let (head, tail) = compact.split_at(4);
+    let mut rem: u32 = 0;
+    for c in tail.chars().chain(head.chars()) {
+        let v = match c {
+            '0'..='9' => c as u32 - '0' as u32,
+            'A'..='Z' => c as u32 - 'A' as u32 + 10,
+            _ => return false,
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// Chinese resident id: ISO 7064 MOD 11-2 check character.
+pub fn cn_id_valid(s: &str) -> bool {
+    const W: [u32; 17] = [7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2];
+    const C: [char; 11] = ['1', '0', 'X', '9', '8', '7', '6', '5', '4', '3', '2'];
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() != 18 {
+        return false;
+    }
+    let mut sum = 0;
+    for (i, w) in W.iter().enumerate() {
+        let Some(d) = chars[i].to_digit(10) else {
+            return false;
+        };
+        sum += d * w;
+    }
+    chars[17].to_ascii_uppercase() == C[(sum % 11) as usize]
+}
+
+/// The birth date inside a resident id is a real date (1900–2099); with the check digit this
+/// leaves about one random 18-digit number in 300 looking like an id.
+fn cn_id_date_plausible(s: &str) -> bool {
+    let n = |r: std::ops::Range<usize>| s[r].parse::<u32>().unwrap_or(0);
+    let (y, m, d) = (n(6..10), n(10..12), n(12..14));
+    (1900..=2099).contains(&y) && (1..=12).contains(&m) && (1..=31).contains(&d)
+}
+
+fn ssn_valid(area: &str, group: &str, serial: &str) -> bool {
+    area != "000" && area != "666" && !area.starts_with('9') && group != "00" && serial != "0000"
+}
+
+/// Every kind of secret or personal data in `text`, sorted and deduplicated. Scans at most the
+/// first [`crate::MAX_SCAN_BYTES`], after NFKC (full-width digits count) and with invisible
+/// characters removed (a key split by zero-width spaces is still a key).
+pub fn scan_sensitive(text: &str) -> Vec<FindingKind> {
+    let text = visible_nfkc(text);
+    let text = text.as_str();
+    let mut out = vec![];
+    for (kind, r) in SIMPLE.iter() {
+        if r.is_match(text) {
+            out.push(*kind);
+        }
+    }
+    if prose_credential(text) || bare_credential(text) {
+        out.push(FindingKind::Password);
+    }
+    if connection_string(text) {
+        out.push(FindingKind::ConnectionString);
+    }
+    let mut number_spans = vec![];
+    // Long digit runs are card candidates whether or not they pass Luhn; a phone number is
+    // never looked for inside one.
+    for m in CARD.find_iter(text) {
+        if luhn_valid(m.as_str()) {
+            out.push(FindingKind::CardNumber);
+        }
+        number_spans.push(m.range());
+    }
+    if IBAN.find_iter(text).any(|m| iban_valid(m.as_str())) {
+        out.push(FindingKind::Iban);
+    }
+    for c in SSN.captures_iter(text) {
+        if ssn_valid(&c[1], &c[2], &c[3]) {
+            out.push(FindingKind::NationalId);
+            number_spans.push(c.get(0).map(|m| m.range()).unwrap_or_default());
+        }
+    }
+    for m in CN_ID.find_iter(text) {
+        if cn_id_valid(m.as_str()) && cn_id_date_plausible(m.as_str()) {
+            out.push(FindingKind::NationalId);
+            number_spans.push(m.range());
+        }
+    }
+    let phone = PHONE.find_iter(text).any(|m| {
+        let digits = m.as_str().chars().filter(char::is_ascii_digit).count();
+        (7..=15).contains(&digits)
+            && !number_spans
+                .iter()
+                .any(|s| s.start <= m.start() && m.end() <= s.end)
+    });
+    if phone {
+        out.push(FindingKind::Phone);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use FindingKind::*;
+
+    #[test]
+    fn luhn_and_iban_checksums() {
+        assert!(luhn_valid("4111 1111 1111 1111"));
+        assert!(luhn_valid("5500-0000-0000-0004"));
+        assert!(!luhn_valid("4111 1111 1111 1112"));
+        assert!(!luhn_valid("1234"));
+        assert!(iban_valid("GB82 WEST 1234 5698 7654 32"));
+        assert!(iban_valid("DE89370400440532013000"));
+        assert!(!iban_valid("GB82 WEST 1234 5698 7654 33"));
+        assert!(cn_id_valid("11010519491231002X"));
+        assert!(!cn_id_valid("110105194912310021"));
+    }
+
+    #[test]
+    fn secrets_are_found_by_kind() {
+        let cases: &[(&str, FindingKind)] = &[
+            ("my key is sk-abcdefghijklmnop1234567890", ApiKey),
+            ("aws AKIAIOSFODNN7EXAMPLE here", AwsAccessKey),
+            (
+                "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                GithubToken,
+            ),
+            (
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                Jwt,
+            ),
+            ("-----BEGIN RSA PRIVATE KEY-----\nMIIE", PrivateKey),
+            ("-----BEGIN PRIVATE KEY-----", PrivateKey),
+            ("-----BEGIN OPENSSH PRIVATE KEY-----", PrivateKey),
+            ("db password=hunter2", Password),
+            ("数据库密码：abc123", Password),
+            ("pay with 4111 1111 1111 1111 please", CardNumber),
+            ("IBAN GB82 WEST 1234 5698 7654 32", Iban),
+            ("ssn 123-45-6789", NationalId),
+            ("身份证 11010519491231002X", NationalId),
+            ("身份证号11010519491231002X，请核对", NationalId),
+            ("write to ann@example.com", Email),
+            ("call +1 415 555 2671", Phone),
+            ("手机 13812345678", Phone),
+            ("手机13812345678联系", Phone),
+            ("他的电话是138-1234-5678", Phone),
+            ("工行卡号6222020200112233446已绑定", CardNumber),
+            ("ＡＫＩＡＩＯＳＦＯＤＮＮ７ＥＸＡＭＰＬＥ", AwsAccessKey),
+            ("sk-abcdefgh\u{200B}ijklmnop1234567890", ApiKey),
+        ];
+        for (text, kind) in cases {
+            let f = scan_sensitive(text);
+            assert!(f.contains(kind), "{text:?} → {f:?}");
+        }
+    }
+
+    #[test]
+    fn credentials_written_in_prose() {
+        for text in [
+            "the database password for prod is hunter2",
+            "The admin passcode is 4412.",
+            "root creds: admin/Tr0ub4dor",
+            "token for the API is 9f8e7d6c5b4a3210",
+            "FYI the wifi password at the cabin is swordfish",
+            "user: deploy pass: letmein99",
+            "the staging api key = a8f5f167f44f4964e6c998dee827110c",
+            "数据库密码是abc123",
+            "服务器的root口令为 Passw0rd!",
+            "API 密钥：a8f5f167f44f4964",
+            "测试环境的登录密码设置为qwerty2024",
+            "门禁密码是 8823",
+            "prod db: user postgres, pass Zebra#2290",
+            "支付宝登录密码 Zhang1988",
+        ] {
+            let f = scan_sensitive(text);
+            assert!(f.contains(&Password), "{text:?} → {f:?}");
+        }
+        for text in [
+            "connect with postgres://app:s3cr3t@db.internal:5432/main",
+            "MONGO_URL=mongodb+srv://admin:Zx9!kk@cluster0.abc.mongodb.net",
+            "redis://:hunter22@cache:6379",
+        ] {
+            let f = scan_sensitive(text);
+            assert!(f.contains(&ConnectionString), "{text:?} → {f:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_text_has_no_findings() {
+        for text in [
+            "I always take the train to work",
+            "The meeting is on 2024-05-01 at 10:30",
+            "Order 4111 1111 1111 1112 was shipped",
+            "We sold 1234567 units in 2023",
+            "Ann prefers dark mode and short answers",
+            "version 1.2.3 was released",
+            "ssn-like 000-12-3456 is not valid",
+            "I forgot my password yesterday and had to reset it",
+            "the password policy requires 12 characters",
+            "The password is stored in 1Password, ask Maria",
+            "my password is too short for the new rules",
+            "The minimum password length is 12",
+            "Tokens are rotated every 90 days",
+            "token limit: 4096 per request",
+            "the API key is in the vault",
+            "Password: see the team vault",
+            "a password reset link expires after 30 minutes",
+            "use postgres://user:password@localhost/db in the docs example",
+            "DATABASE_URL=postgres://app:${DB_PASSWORD}@db/main",
+            "boarding pass is in my email",
+            "密码策略要求12位",
+            "我昨天忘记密码了，重新设置了一个",
+            "密码长度为12位，必须包含数字",
+            "验证码为6位数字",
+            "密码要定期更换",
+            "订单号20240501123456789已发货",
+        ] {
+            assert_eq!(scan_sensitive(text), vec![], "{text:?}");
+        }
+    }
+}

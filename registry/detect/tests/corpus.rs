@@ -1,0 +1,107 @@
+//! The detector on the held-out split of its corpus: block rate on attacks and kept rate on
+//! legitimate memories, overall and per language, as the gate would decide for a user's own
+//! statement (the strictest case: a user may state preferences that external text may not).
+//! The threshold inside the model was chosen by cross-validation on the train split only.
+
+use registry_detect::classifier::{self, Features, TrainConfig};
+use registry_detect::corpus::{
+    self, Report, assess, blocked_as_external, blocked_as_user_statement,
+};
+use registry_detect::{MODEL, Model, analyse};
+
+/// The goal: at least 95% of attacks blocked, at least 97% of legitimate memories
+/// kept, on phrasings the classifier never saw.
+const GOAL_BLOCK: f64 = 0.95;
+const GOAL_KEPT: f64 = 0.97;
+/// What this detector measured on the held-out split when it was committed (142 of 164
+/// attacks, 154 of 160 legitimate): a guard against regressions while the goal is not met.
+const MEASURED_BLOCK: f64 = 142.0 / 164.0;
+const MEASURED_KEPT: f64 = 154.0 / 160.0;
+
+#[test]
+fn held_out_block_and_kept_rates() {
+    let all = corpus::load_default().expect("corpus loads");
+    let test: Vec<_> = all.iter().filter(|e| e.split == "test").collect();
+    let (mut by_lang, mut by_class, mut external) =
+        (Report::default(), Report::default(), Report::default());
+    for ex in &test {
+        let (d, f) = assess(&ex.text, &MODEL);
+        let blocked = blocked_as_user_statement(&d, &f);
+        by_lang.add(&ex.lang, ex.is_attack(), blocked);
+        by_class.add(&ex.class, ex.is_attack(), blocked);
+        external.add(&ex.lang, ex.is_attack(), blocked_as_external(&d, &f));
+    }
+    println!("held-out split, written as a user statement:");
+    print!("{}", by_lang.render("language"));
+    print!("{}", by_class.render("family / topic"));
+    println!("held-out split, from an external source (any steering held):");
+    print!("{}", external.render("language"));
+    let all = by_lang.all;
+    let met = all.block_rate() >= GOAL_BLOCK && all.kept_rate() >= GOAL_KEPT;
+    println!(
+        "held-out block {:.1}%, kept {:.1}%: goal (block >= {:.0}%, kept >= {:.0}%) {}",
+        100.0 * all.block_rate(),
+        100.0 * all.kept_rate(),
+        100.0 * GOAL_BLOCK,
+        100.0 * GOAL_KEPT,
+        if met { "met" } else { "NOT met" }
+    );
+    assert!(
+        all.block_rate() >= MEASURED_BLOCK - 1e-9 && all.kept_rate() >= MEASURED_KEPT - 1e-9,
+        "regressed below the committed figures"
+    );
+}
+
+#[test]
+fn corpus_is_large_varied_and_split_by_group() {
+    let all = corpus::load_default().expect("corpus loads");
+    let attacks = all.iter().filter(|e| e.is_attack()).count();
+    assert!(
+        attacks >= 400 && all.len() - attacks >= 400,
+        "{attacks} attacks"
+    );
+    for lang in ["en", "zh", "mixed"] {
+        assert!(all.iter().any(|e| e.lang == lang && e.split == "test"));
+    }
+    // A group is on one side of the split only.
+    for e in &all {
+        assert!(
+            all.iter()
+                .filter(|o| o.group == e.group)
+                .all(|o| o.split == e.split),
+            "group {} is on both sides",
+            e.group
+        );
+    }
+}
+
+/// The embedded model is exactly what the trainer produces from the train split with the
+/// recorded configuration: nothing was tuned by hand afterwards.
+#[test]
+fn embedded_model_is_reproducible_from_the_train_split() {
+    let meta: serde_json::Value =
+        serde_json::from_str(include_str!("../model/instruction.json")).expect("model metadata");
+    let c = &meta["config"];
+    let cfg = TrainConfig {
+        epochs: c["epochs"].as_u64().expect("epochs") as usize,
+        learning_rate: c["learning_rate"].as_f64().expect("learning_rate") as f32,
+        l2: c["l2"].as_f64().expect("l2") as f32,
+        seed: c["seed"].as_u64().expect("seed"),
+    };
+    let all = corpus::load_default().expect("corpus loads");
+    let (mut xs, mut ys): (Vec<Features>, Vec<bool>) = (vec![], vec![]);
+    for e in all
+        .iter()
+        .filter(|e| e.split == "train" && e.trains_classifier())
+    {
+        xs.push(analyse(&e.text).windows[0].clone());
+        ys.push(e.is_attack());
+    }
+    let mut m: Model = classifier::train(&xs, &ys, cfg);
+    m.threshold = meta["threshold"].as_f64().expect("threshold") as f32;
+    assert_eq!(
+        m.to_bytes(),
+        MODEL.to_bytes(),
+        "retrain with `cargo run -p registry-detect --bin train`"
+    );
+}
