@@ -130,11 +130,22 @@ impl Reason {
     }
 }
 
-/// The most sensitive data a scope level may hold as memory.
+/// The most sensitive *personal data* a scope level may hold as memory: a user's own scopes
+/// hold their contact details, shared scopes none.
 pub fn sensitivity_ceiling(level: ScopeLevel) -> Sensitivity {
     match level {
         ScopeLevel::User | ScopeLevel::Session | ScopeLevel::Task => Sensitivity::Confidential,
         _ => Sensitivity::Internal,
+    }
+}
+
+/// The highest sensitivity a writer may *declare* for a memory at a scope level: shared scopes
+/// hold business-confidential facts (read only by keys cleared for them), a user's own scopes
+/// up to secret.
+pub fn declared_ceiling(level: ScopeLevel) -> Sensitivity {
+    match level {
+        ScopeLevel::User | ScopeLevel::Session | ScopeLevel::Task => Sensitivity::Secret,
+        _ => Sensitivity::Confidential,
     }
 }
 
@@ -278,10 +289,14 @@ pub fn screen(
             info.push(r);
         }
     }
-    if sensitivity > ceiling && !reject.iter().any(|r| r.rule == 3) {
+    let declared_max = declared_ceiling(scope.level());
+    if declared.is_some_and(|d| d > declared_max) && !reject.iter().any(|r| r.rule == 3) {
         reject.push(Reason::new(
             ReasonCode::PiiAboveCeiling,
-            format!("declared sensitivity {sensitivity:?} above the scope's ceiling {ceiling:?}"),
+            format!(
+                "declared sensitivity {sensitivity:?} above what the {} scope holds ({declared_max:?})",
+                scope.level().as_str()
+            ),
         ));
     }
     // Rule 4: instruction-like text is data, not a standing order. An injection is rejected

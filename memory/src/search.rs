@@ -122,7 +122,26 @@ pub struct SearchResponse {
 const RECENCY_DAYS: f32 = 90.0;
 
 impl MemoryService {
+    /// Searches and counts every hit returned as used (the caller serves them all).
     pub fn search(&self, p: &Principal, req: &SearchRequest) -> Result<SearchResponse> {
+        let res = self.search_candidates(p, req)?;
+        let used: Vec<String> = res.hits.iter().map(|h| h.memory.id.clone()).collect();
+        self.record_use(&used)?;
+        Ok(res)
+    }
+
+    /// Counts memories as used now: whatever door served them (a context pack, a retriever),
+    /// so decay never weakens what agents rely on.
+    pub fn record_use(&self, ids: &[String]) -> Result<()> {
+        if !ids.is_empty() {
+            self.stats.record_retrievals(ids, Utc::now())?;
+        }
+        Ok(())
+    }
+
+    /// Searches without counting use: for a caller that serves only some of the hits (a
+    /// context pack within its budget) and then counts those with [`Self::record_use`].
+    pub fn search_candidates(&self, p: &Principal, req: &SearchRequest) -> Result<SearchResponse> {
         if req.query.trim().is_empty() {
             return Err(Error::invalid("query", "query is empty"));
         }
@@ -296,12 +315,6 @@ impl MemoryService {
                 .then_with(|| a.memory.id.cmp(&b.memory.id))
         });
         out.truncate(k);
-        // Use is counted here, whatever door the search came through (HTTP, MCP, context
-        // packs, retrievers), so decay never weakens what agents rely on.
-        let used: Vec<String> = out.iter().map(|h| h.memory.id.clone()).collect();
-        if !used.is_empty() {
-            self.stats.record_retrievals(&used, now)?;
-        }
         Ok(SearchResponse {
             label: "memory",
             as_of,

@@ -2,7 +2,7 @@
 
 Usage:
   mcp_client.py stdio <registry-binary> <data-dir>   (key in REGISTRY_API_KEY)
-  mcp_client.py http <url> <key>
+  mcp_client.py http <url> <key> [Header=value ...]   (extra request headers, e.g. X-Project=web)
 Reads a JSON plan on stdin: {"calls": [{"tool": name, "args": {...}}, ...]}
 Prints one JSON object: protocol, server extensions, tool names with their input schemas, and
 for each call its structuredContent and isError.
@@ -63,8 +63,12 @@ async def main():
         from mcp.client.streamable_http import streamable_http_client
 
         url, key = sys.argv[2], sys.argv[3]
+        headers = {"Authorization": f"Bearer {key}"}
+        for h in sys.argv[4:]:
+            name, _, value = h.partition("=")
+            headers[name] = value
         http = httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {key}"},
+            headers=headers,
             timeout=httpx2.Timeout(60, read=300),
         )
         async with http:

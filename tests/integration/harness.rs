@@ -28,11 +28,11 @@ fn clients_dir() -> PathBuf {
     dir
 }
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     clients_dir().join("venv/bin/python")
 }
 
-fn script(name: &str) -> PathBuf {
+pub(crate) fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/clients")
         .join(name)
@@ -64,14 +64,23 @@ fn run_json(cmd: &mut Command, stdin: &str) -> Value {
 }
 
 fn mcp_http(app: &TestApp, key: &Key, plan: &Value) -> Value {
-    run_json(
-        Command::new(python()).arg(script("mcp_client.py")).args([
-            "http",
-            &app.url("/mcp"),
-            &key.secret,
-        ]),
-        &plan.to_string(),
-    )
+    mcp_http_with(app, key, &[], plan)
+}
+
+/// The MCP Python SDK over streamable HTTP with extra request headers (`("X-Project", "web")`).
+pub(crate) fn mcp_http_with(
+    app: &TestApp,
+    key: &Key,
+    headers: &[(&str, &str)],
+    plan: &Value,
+) -> Value {
+    let mut cmd = Command::new(python());
+    cmd.arg(script("mcp_client.py"))
+        .args(["http", &app.url("/mcp"), &key.secret]);
+    for (k, v) in headers {
+        cmd.arg(format!("{k}={v}"));
+    }
+    run_json(&mut cmd, &plan.to_string())
 }
 
 fn mcp_stdio(data_dir: &Path, key: &Key, plan: &Value) -> Value {

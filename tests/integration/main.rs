@@ -6,6 +6,7 @@ mod common;
 mod context;
 mod deletion;
 mod foundation;
+mod governance;
 mod harness;
 mod knowledge;
 mod memory;

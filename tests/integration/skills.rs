@@ -94,18 +94,42 @@ pub(crate) fn release(
     bytes: &[u8],
     version: Option<&str>,
 ) -> Value {
+    release_in(app, author, reviewer, bytes, version, None)
+}
+
+/// As [`release`], every step sent with `X-Project: project` (a project skill).
+pub(crate) fn release_in(
+    app: &TestApp,
+    author: &Key,
+    reviewer: &Key,
+    bytes: &[u8],
+    version: Option<&str>,
+    project: Option<&str>,
+) -> Value {
     let (s, v) = publish(app, author, bytes, version);
     assert!(s == 201 || s == 200, "publish: {s} {v}");
     let (name, ver) = (v["name"].as_str().unwrap(), v["version"].as_str().unwrap());
-    let (s, b) = call(app.post(author, &vpath(name, ver, "test-results"), &pass_all(&v)));
+    let h = |r: reqwest::blocking::RequestBuilder| match project {
+        Some(p) => r.header("x-project", p),
+        None => r,
+    };
+    let (s, b) = call(h(app.post(
+        author,
+        &vpath(name, ver, "test-results"),
+        &pass_all(&v),
+    )));
     assert_eq!(s, 200, "{b}");
-    let (s, b) = call(app.post(
+    let (s, b) = call(h(app.post(
         reviewer,
         &vpath(name, ver, "review"),
         &json!({"decision": "approve", "comment": "looks right"}),
-    ));
+    )));
     assert_eq!(s, 200, "{b}");
-    let (s, b) = call(app.post(author, &vpath(name, ver, "promote"), &json!({})));
+    let (s, b) = call(h(app.post(
+        author,
+        &vpath(name, ver, "promote"),
+        &json!({}),
+    )));
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["state"], "published");
     b

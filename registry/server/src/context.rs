@@ -707,7 +707,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
             b.summary(LayerName::WorkingMemory).skipped =
                 Some("no session or task in the request (X-Session / X-Task)".into());
         } else if req.limits.working_memory > 0 {
-            let res = mem.search(
+            let res = mem.search_candidates(
                 p,
                 &MemSearch {
                     query: query.clone(),
@@ -742,7 +742,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
                 .filter(|k| scope_level_of_key(k) == Some(level))
                 .collect()
         });
-        let res = mem.search(
+        let res = mem.search_candidates(
             p,
             &MemSearch {
                 query: query.clone(),
@@ -892,6 +892,14 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
             req.limits.knowledge,
         )?);
     }
+    // What the pack serves counts as used, and only that.
+    let served: Vec<String> = b
+        .manifest_items
+        .iter()
+        .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
+        .filter_map(|i| i.source_id.clone())
+        .collect();
+    mem.record_use(&served)?;
     let id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
     let text = b
         .items

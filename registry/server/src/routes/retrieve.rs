@@ -122,7 +122,7 @@ fn hits(
     }
     let mut out = vec![];
     if sources.contains(&RetrieveSource::Memory) {
-        let res = memory_service(s).search(
+        let res = memory_service(s).search_candidates(
             p,
             &MemorySearch {
                 query: query.to_string(),
@@ -196,6 +196,13 @@ fn hits(
     }
     out.sort_by(|a, b| b.relevance.total_cmp(&a.relevance));
     out.truncate(k);
+    // The memories served count as used.
+    let served: Vec<String> = out
+        .iter()
+        .filter(|h| h.metadata["source_type"] == "memory")
+        .filter_map(|h| h.metadata["id"].as_str().map(String::from))
+        .collect();
+    memory_service(s).record_use(&served)?;
     Ok(out)
 }
 

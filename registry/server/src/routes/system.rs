@@ -251,6 +251,25 @@ fn audit_shows(p: &Principal, e: &registry_core::audit::AuditEvent) -> bool {
     p.platform || e.draft.tenant.as_deref().is_none_or(|t| t == p.tenant)
 }
 
+/// A project is a boundary in the audit too: an admin whose key names only some projects sees
+/// no event about an asset of another project (an asset purged since is known by id only).
+fn in_member_projects(
+    store: &dyn AssetStore,
+    p: &Principal,
+    e: &registry_core::audit::AuditEvent,
+) -> ApiResult<bool> {
+    if p.platform || p.member_of(registry_core::principal::ALL_PROJECTS) {
+        return Ok(true);
+    }
+    let Some(id) = &e.draft.asset_id else {
+        return Ok(true);
+    };
+    Ok(match store.get(id)? {
+        Some(r) => r.meta.scope.project.as_ref().is_none_or(|x| p.member_of(x)),
+        None => true,
+    })
+}
+
 /// Audit events of the caller's tenant and of the global scope (admin role).
 #[utoipa::path(get, path = "/v1/audit", security(("bearer" = [])), params(AuditParams),
     responses((status = 200, body = AuditList), (status = 403, body = ErrorBody)))]
@@ -276,12 +295,12 @@ pub async fn list_audit(
                 let batch = s.store.audit_events(after, 1000)?;
                 let Some(last) = batch.last() else { break };
                 after = last.seq;
-                out.extend(
-                    batch
-                        .into_iter()
-                        .filter(|e| audit_shows(&p, e))
-                        .map(|e| serde_json::to_value(e).unwrap_or_default()),
-                );
+                for e in batch.into_iter().filter(|e| audit_shows(&p, e)) {
+                    if !in_member_projects(s.store.as_ref(), &p, &e)? {
+                        continue;
+                    }
+                    out.push(serde_json::to_value(e).unwrap_or_default());
+                }
             }
             out.truncate(limit);
             Ok(axum::Json(AuditList { events: out }))
