@@ -63,10 +63,11 @@ impl From<Error> for CoreError {
     fn from(e: Error) -> Self {
         match e {
             Error::Core(c) => c,
-            Error::NotFound(m) => CoreError::NotFound(m),
-            Error::Forbidden(m) => CoreError::Forbidden(m),
-            Error::Conflict(m) => CoreError::Conflict(m),
-            other => CoreError::validation_with(other.to_string(), other.details()),
+            other => CoreError::Coded {
+                code: other.code(),
+                details: other.details(),
+                message: other.to_string(),
+            },
         }
     }
 }

@@ -60,4 +60,55 @@ impl Error {
             field: field.to_string(),
         }
     }
+
+    /// The code of the core's table this error answers with.
+    pub fn code(&self) -> registry_core::ErrorCode {
+        use registry_core::ErrorCode as C;
+        match self {
+            Error::Core(c) => c.code(),
+            Error::Rejected(_) => C::WriteGateRejected,
+            Error::IdempotencyKeyReused => C::IdempotencyKeyReused,
+            Error::TooLarge { .. } => C::PayloadTooLarge,
+            Error::Forbidden { .. } => C::Forbidden,
+            Error::NotFound(_) => C::NotFound,
+            Error::Invalid { .. } => C::ValidationFailed,
+            Error::Transition { .. } => C::InvalidTransition,
+        }
+    }
+
+    /// Machine-readable details: the gate's reasons, the field at fault, the allowed moves.
+    pub fn details(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Error::Core(c) => c.details(),
+            Error::Rejected(reasons) => json!({ "decision": "rejected", "reasons": reasons }),
+            Error::IdempotencyKeyReused => json!({ "header": "Idempotency-Key" }),
+            Error::TooLarge { field, len, limit } => {
+                json!({ "field": field, "reason": "too_large", "len": len, "limit": limit })
+            }
+            Error::Forbidden { reasons, .. } if !reasons.is_empty() => {
+                json!({ "reasons": reasons })
+            }
+            Error::Forbidden { .. } | Error::NotFound(_) => serde_json::Value::Null,
+            Error::Invalid { field, .. } => json!({ "field": field, "reason": "invalid" }),
+            Error::Transition {
+                from,
+                action,
+                allowed,
+            } => json!({ "state": from, "action": action, "allowed_transitions": allowed }),
+        }
+    }
+}
+
+impl From<Error> for CoreError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Core(c) => c,
+            other => CoreError::Coded {
+                code: other.code(),
+                details: other.details(),
+                message: other.to_string(),
+            },
+        }
+    }
 }

@@ -249,34 +249,8 @@ impl MemoryBody {
     }
 }
 
-/// Mutable usage counters, kept beside the immutable versions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MemoryStats {
-    pub usage_count: u64,
-    pub last_retrieved: Option<DateTime<Utc>>,
-    pub last_verified: Option<DateTime<Utc>>,
-    /// Distinct principals who found it helpful / harmful (one vote each, the last counts).
-    pub helpful: u64,
-    pub harmful: u64,
-    pub decay_weight: f32,
-    /// Why it waits for a reviewer while it stays served (e.g. `retire_proposed`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<String>,
-}
-
-impl Default for MemoryStats {
-    fn default() -> Self {
-        MemoryStats {
-            usage_count: 0,
-            last_retrieved: None,
-            last_verified: None,
-            helpful: 0,
-            harmful: 0,
-            decay_weight: 1.0,
-            review: None,
-        }
-    }
-}
+/// Usage counters of a memory (the core's; kept beside the immutable versions).
+pub use registry_core::usage::UsageStats as MemoryStats;
 
 /// A memory as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,6 +1,6 @@
 //! The memory service: writes through the gate, reads, feedback, review and revocation.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
@@ -10,7 +10,7 @@ use registry_core::hash::sha256_hex;
 use registry_core::locks::KeyedLocks;
 use registry_core::retrieval::{IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
 use registry_core::store::{AssetQuery, AssetStore, WriteOp};
-use registry_core::{CoreError, CoreResult, Principal, Role, Scope, Trust};
+use registry_core::{CoreError, Principal, Role, Scope, Trust};
 use registry_engine::HybridSearcher;
 use serde::{Deserialize, Serialize};
 
@@ -22,29 +22,8 @@ use crate::record::{
 };
 use crate::{Error, Result};
 
-/// Mutable usage counters beside the immutable versions (usage, votes, verification, decay
-/// weight, a pending review). They are not content, so they do not make new versions.
-pub trait StatsStore: Send + Sync {
-    fn stats(&self, ids: &[AssetId]) -> CoreResult<HashMap<AssetId, MemoryStats>>;
-    /// Counts a retrieval of each id. May be applied asynchronously (usage counters are not
-    /// worth delaying an answer for), but is never dropped.
-    fn record_retrievals(&self, ids: &[AssetId], at: DateTime<Utc>) -> CoreResult<()>;
-    /// Records `voter`'s vote on `id`, replacing that voter's earlier one; the helpful and
-    /// harmful counters are the numbers of distinct voters.
-    fn vote(
-        &self,
-        id: &str,
-        voter: &str,
-        helpful: bool,
-        at: DateTime<Utc>,
-    ) -> CoreResult<MemoryStats>;
-    fn mark_verified(&self, id: &str, at: DateTime<Utc>) -> CoreResult<()>;
-    fn set_weights(&self, weights: &[(AssetId, f32)]) -> CoreResult<()>;
-    /// Flags `id` for a reviewer while it stays served (`None`: clears the flag).
-    fn set_review(&self, id: &str, reason: Option<&str>) -> CoreResult<()>;
-    /// Ids flagged for review, at most `limit`.
-    fn under_review(&self, limit: usize) -> CoreResult<Vec<AssetId>>;
-}
+/// Where usage counters live (the core's trait; every store implements it).
+pub use registry_core::usage::UsageStore as StatsStore;
 
 /// Limits applied before the gate. Every free-text field has one.
 #[derive(Debug, Clone)]

@@ -97,7 +97,7 @@ impl TestApp {
             ..Default::default()
         };
         tweak(&mut c);
-        let (rec, secret) = create_key(&self.state.store, &c).unwrap();
+        let (rec, secret) = create_key(self.state.services.backends.store.as_ref(), &c).unwrap();
         Key { secret, id: rec.id }
     }
 

@@ -145,7 +145,15 @@ fn check_pack(app: &TestApp, p: &Value) {
     assert!(used <= budget, "used {used} > budget {budget}");
     // The real tokenizer agrees with the sum, on the text the model gets.
     let text = p["text"].as_str().unwrap();
-    assert_eq!(app.state.embedder.content_tokens(text).unwrap(), used);
+    assert_eq!(
+        app.state
+            .services
+            .backends
+            .embedder
+            .content_tokens(text)
+            .unwrap(),
+        used
+    );
     let sum: u64 = items.iter().map(|i| i["tokens"].as_u64().unwrap()).sum();
     assert_eq!(sum as usize, used);
     assert_eq!(m["used_tokens"], p["used_tokens"]);
@@ -168,7 +176,12 @@ fn check_pack(app: &TestApp, p: &Value) {
         let content = it["content"].as_str().unwrap();
         assert_eq!(mi["content_hash"], sha(content), "hash of item {i}");
         assert_eq!(
-            app.state.embedder.content_tokens(content).unwrap() as u64,
+            app.state
+                .services
+                .backends
+                .embedder
+                .content_tokens(content)
+                .unwrap() as u64,
             it["tokens"].as_u64().unwrap()
         );
         for f in ["permission_basis", "selected_reason", "source_type"] {
@@ -316,10 +329,12 @@ fn a_pack_draws_every_layer_in_order_and_its_manifest_accounts_for_everything() 
 
 /// The text behind an omission, found through the asset it names (for assertions only).
 fn all_text(app: &TestApp, o: &Value) -> String {
-    use registry_core::store::{AssetQuery, AssetStore};
+    use registry_core::store::AssetQuery;
     let id = o["source_id"].as_str().unwrap_or("").to_string();
     let recs = app
         .state
+        .services
+        .backends
         .store
         .find(&AssetQuery {
             ids: Some(vec![id]),
@@ -339,13 +354,12 @@ fn the_fixed_zone_is_never_cut_and_over_budget_is_refused_with_nothing_stored() 
     let (app, ann, _, _) = seeded();
     let count = || -> i64 {
         app.state
+            .services
+            .backends
             .store
-            .write(|tx| {
-                Ok(tx
-                    .query_row("SELECT count(*) FROM context_manifests", [], |r| r.get(0))
-                    .unwrap())
-            })
+            .list_manifests("acme", None, 100_000)
             .unwrap()
+            .len() as i64
     };
     // Find the fixed zone's size from a pack that fits, then ask for one token less.
     let p = pack_ok(&app, &ann, None, request(4000));

@@ -4,12 +4,12 @@
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
 use registry_core::audit::AuditDraft;
-use registry_core::deletion::{DeletionLevel, Receipt, ReceiptStatus, ReceiptStore};
+use registry_core::deletion::{DeletionLevel, Receipt, ReceiptStatus};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
 use registry_core::retrieval::{IndexKeys, VisibilityFilter};
-use registry_core::store::{AssetStore, WriteOp};
+use registry_core::store::WriteOp;
 use registry_engine::SearchOptions;
 use serde_json::json;
 
@@ -50,8 +50,9 @@ fn put(
             .tenant(tenant)
             .asset(id.clone()),
     ));
-    app.state.store.commit(ops).unwrap();
+    app.state.services.backends.store.commit(ops).unwrap();
     app.state
+        .services
         .search
         .index_asset(keys, text.to_string())
         .unwrap();
@@ -61,13 +62,18 @@ fn put(
 /// Deletes `roots` as ann of acme, up to `level`.
 fn delete(app: &TestApp, roots: &[String], level: DeletionLevel) -> Receipt {
     let p = Principal::new("acme", "ann");
-    registry_server::routes::deletion::delete_assets(&app.state, &p, roots, level, "test").unwrap()
+    app.state
+        .services
+        .deletions
+        .delete(&p, roots, level, "test")
+        .unwrap()
 }
 
 fn hits(app: &TestApp, tenant: &str, q: &str) -> Vec<String> {
     let p = Principal::new(tenant, "ann");
     let f = VisibilityFilter::for_principal(&p, &[]);
     app.state
+        .services
         .search
         .search(q, &f, &SearchOptions::with_k(20))
         .unwrap()
@@ -138,7 +144,14 @@ fn purge_walks_the_graph_and_leaves_no_byte_behind() {
             .all(|a| a.content_hashes == vec![sha256_hex(canary)])
     );
     // The stored receipt says the same, and carries hashes, never the content.
-    let stored = app.state.store.get_receipt(&receipt.id).unwrap().unwrap();
+    let stored = app
+        .state
+        .services
+        .backends
+        .store
+        .get_receipt(&receipt.id)
+        .unwrap()
+        .unwrap();
     assert_eq!(stored, receipt);
     assert!(
         !serde_json::to_string(&stored)
@@ -151,8 +164,15 @@ fn purge_walks_the_graph_and_leaves_no_byte_behind() {
         !after.contains(&doc) && !after.contains(&chunk),
         "{after:?}"
     );
-    assert!(app.state.store.get(&doc).unwrap().is_none());
-    app.state.store.checkpoint().unwrap();
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&doc)
+            .unwrap()
+            .is_none()
+    );
     let found = files_containing(&app.state.config.data_dir, b"zqxcanary4417");
     assert!(found.is_empty(), "canary still on disk in {found:?}");
     // Unrelated assets are intact and searchable.
@@ -186,6 +206,8 @@ fn revoke_is_immediate_and_cites_are_flagged_not_deleted() {
     assert_eq!(r.level_reached, DeletionLevel::Revoked);
     assert_eq!(
         app.state
+            .services
+            .backends
             .store
             .get(&reference)
             .unwrap()
@@ -198,6 +220,8 @@ fn revoke_is_immediate_and_cites_are_flagged_not_deleted() {
     assert_eq!(r.flagged[0].id, skill);
     assert!(
         app.state
+            .services
+            .backends
             .store
             .get(&skill)
             .unwrap()
@@ -241,7 +265,15 @@ fn a_summary_loses_its_last_parent_and_goes_with_it() {
             .iter()
             .any(|x| x.id == summary && x.regenerated_as.is_none())
     );
-    assert!(app.state.store.get(&summary).unwrap().is_none());
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&summary)
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
@@ -309,7 +341,6 @@ fn deleting_a_document_reaches_every_version_and_chunk() {
         404,
         "NOT_FOUND",
     );
-    app.state.store.checkpoint().unwrap();
     for canary in [&b"zqxvault1"[..], b"zqxvault2"] {
         let found = files_containing(&app.state.config.data_dir, canary);
         assert!(found.is_empty(), "canary still on disk in {found:?}");
@@ -357,30 +388,69 @@ fn retention_purges_what_expired_and_keeps_the_rest() {
     );
     // Give `old` a retention date in the past, and `stale` a past expiry (no longer served)
     // but no retention: new versions, as versions are immutable.
-    let mut rec = app.state.store.get(&old).unwrap().unwrap();
+    let mut rec = app
+        .state
+        .services
+        .backends
+        .store
+        .get(&old)
+        .unwrap()
+        .unwrap();
     rec.meta.version = 2;
     rec.meta.retain_until = Some(chrono::Utc::now() - chrono::Duration::seconds(5));
-    let mut st = app.state.store.get(&stale).unwrap().unwrap();
+    let mut st = app
+        .state
+        .services
+        .backends
+        .store
+        .get(&stale)
+        .unwrap()
+        .unwrap();
     st.meta.version = 2;
     st.meta.expires_at = Some(chrono::Utc::now() - chrono::Duration::days(400));
     app.state
+        .services
+        .backends
         .store
         .commit(vec![
             WriteOp::PutVersion(Box::new(rec)),
             WriteOp::PutVersion(Box::new(st)),
         ])
         .unwrap();
-    let report = registry_server::jobs::run_job(&app.state, "retention").unwrap();
+    let report = app.state.services.run_job("retention").unwrap();
     assert_eq!(report.outcome, "ok", "{report:?}");
     assert_eq!(report.counts["assets_purged"], 1);
-    assert!(app.state.store.get(&old).unwrap().is_none());
-    assert!(app.state.store.get(&keep).unwrap().is_some());
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&old)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&keep)
+            .unwrap()
+            .is_some()
+    );
     // Out of date is not out of retention: the stale document stays, only out of answers.
-    assert!(app.state.store.get(&stale).unwrap().is_some());
-    app.state.store.checkpoint().unwrap();
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&stale)
+            .unwrap()
+            .is_some()
+    );
     assert!(files_containing(&app.state.config.data_dir, b"zqxexpired").is_empty());
     // Rerunning finds nothing more to do.
-    let again = registry_server::jobs::run_job(&app.state, "retention").unwrap();
+    let again = app.state.services.run_job("retention").unwrap();
     assert_eq!(again.counts["assets_purged"], 0);
 }
 
@@ -408,18 +478,35 @@ fn a_deletion_interrupted_after_revoke_is_finished_by_the_purge_job() {
     r.target = DeletionLevel::Purged;
     r.status = ReceiptStatus::InProgress;
     r.finished_at = None;
-    app.state.store.put_receipt(&r).unwrap();
-    let report = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    app.state.services.backends.store.put_receipt(&r).unwrap();
+    let report = app.state.services.run_job("purge").unwrap();
     assert_eq!(report.counts["receipts_completed"], 1, "{report:?}");
-    let done = app.state.store.get_receipt(&r.id).unwrap().unwrap();
+    let done = app
+        .state
+        .services
+        .backends
+        .store
+        .get_receipt(&r.id)
+        .unwrap()
+        .unwrap();
     assert_eq!(done.level_reached, DeletionLevel::Purged);
     assert_eq!(done.counts.assets, 2);
-    assert!(app.state.store.get(&chunk).unwrap().is_none());
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get(&chunk)
+            .unwrap()
+            .is_none()
+    );
     // A second run has nothing left to finish, and the outcome stands.
-    let again = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    let again = app.state.services.run_job("purge").unwrap();
     assert_eq!(again.counts["receipts_completed"], 0);
     assert_eq!(
         app.state
+            .services
+            .backends
             .store
             .get_receipt(&r.id)
             .unwrap()
@@ -460,7 +547,6 @@ fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
         404,
         "NOT_FOUND",
     );
-    app.state.store.checkpoint().unwrap();
     let found = files_containing(&app.state.config.data_dir, b"zqxlocker8842");
     assert!(found.is_empty(), "canary still on disk in {found:?}");
     let (s, _) = call(app.get(&ann, &format!("/v1/memories/{kid}")));
@@ -469,7 +555,7 @@ fn a_purged_memory_leaves_no_byte_and_its_receipt_says_so() {
 
 #[test]
 fn reindex_re_embeds_what_another_model_made() {
-    use registry_core::retrieval::{VectorEntry, VectorIndex};
+    use registry_core::retrieval::VectorEntry;
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let mid = remember(&app, &ann, "Ann's favourite ferry leaves at dawn");
@@ -504,15 +590,25 @@ fn reindex_re_embeds_what_another_model_made() {
         model: "old-model@0000".into(),
     };
     app.state
+        .services
+        .backends
         .vectors
         .upsert(&[old(&mid, AssetKind::Memory), old(&cid, AssetKind::Chunk)])
         .unwrap();
-    let tag = registry_core::retrieval::Embedder::info(app.state.embedder.as_ref()).tag();
+    let tag =
+        registry_core::retrieval::Embedder::info(app.state.services.backends.embedder.as_ref())
+            .tag();
     assert_eq!(
-        app.state.vectors.ids_not_made_by(&tag, 10).unwrap().len(),
+        app.state
+            .services
+            .backends
+            .vectors
+            .ids_not_made_by(&tag, 10)
+            .unwrap()
+            .len(),
         2
     );
-    let report = registry_server::jobs::run_job(&app.state, "reindex").unwrap();
+    let report = app.state.services.run_job("reindex").unwrap();
     assert_eq!(report.outcome, "ok", "{report:?}");
     assert_eq!(
         (
@@ -523,6 +619,8 @@ fn reindex_re_embeds_what_another_model_made() {
     );
     assert!(
         app.state
+            .services
+            .backends
             .vectors
             .ids_not_made_by(&tag, 10)
             .unwrap()
@@ -535,15 +633,16 @@ fn reindex_re_embeds_what_another_model_made() {
         &json!({"query": "how often does the harbour ferry run", "legs": "vector_only"}),
     ));
     assert!(found.to_string().contains(&cid), "{found}");
-    let again = registry_server::jobs::run_job(&app.state, "reindex").unwrap();
+    let again = app.state.services.run_job("reindex").unwrap();
     assert_eq!(again.counts["chunks"], 0);
 }
 
 /// Ids the text leg alone finds for `q`, as ann of acme.
 fn lexical(app: &TestApp, q: &str) -> Vec<String> {
-    use registry_core::retrieval::TextIndex;
     let f = VisibilityFilter::for_principal(&Principal::new("acme", "ann"), &[]);
     app.state
+        .services
+        .backends
         .text
         .search(q, &f, 20)
         .unwrap()
@@ -586,7 +685,7 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
     let a = w["id"].as_str().unwrap().to_string();
     // The same fact again as a raw entry that escaped the gate's dedupe (a concurrent writer):
     // seeded in the store, written after `a`, so `a` represents the consolidated record.
-    let ra = app.state.store.get(&a).unwrap().unwrap();
+    let ra = app.state.services.backends.store.get(&a).unwrap().unwrap();
     let mut rb = ra.clone();
     rb.meta.id = registry_core::asset::new_asset_id();
     rb.meta.created_at = ra.meta.created_at + chrono::Duration::seconds(1);
@@ -596,12 +695,14 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
     rb.body = serde_json::to_value(&body).unwrap();
     let b = rb.meta.id.clone();
     app.state
+        .services
+        .backends
         .store
         .commit(vec![WriteOp::PutVersion(Box::new(rb.clone()))])
         .unwrap();
-    let svc = registry_server::jobs::memory_service(&app.state);
+    let svc = app.state.services.memory.clone();
     svc.reindex(&[rb]).unwrap();
-    let report = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+    let report = app.state.services.run_job("consolidate").unwrap();
     assert_eq!(
         report.counts["consolidated_records"], 1,
         "{}",
@@ -610,6 +711,8 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
     assert_eq!(report.counts["raw_merged"], 2);
     let c = app
         .state
+        .services
+        .backends
         .store
         .edges_from(&a)
         .unwrap()
@@ -652,8 +755,16 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
     assert_eq!(now["memory"]["status"], "active");
     assert_eq!(now["memory"]["consolidated_from"], json!([b]));
     assert_eq!(now["versions"].as_array().unwrap().len(), 1, "{now}");
-    assert!(app.state.store.get_version(&c, 1).unwrap().is_none());
-    let edges = app.state.store.edges_to(&c).unwrap();
+    assert!(
+        app.state
+            .services
+            .backends
+            .store
+            .get_version(&c, 1)
+            .unwrap()
+            .is_none()
+    );
+    let edges = app.state.services.backends.store.edges_to(&c).unwrap();
     assert_eq!(
         edges
             .iter()
@@ -676,7 +787,13 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
             .any(|(id, _)| *id == c)
     );
     // The rebuild is audited with hashes, never content.
-    let events = app.state.store.audit_events(0, 10_000).unwrap();
+    let events = app
+        .state
+        .services
+        .backends
+        .store
+        .audit_events(0, 10_000)
+        .unwrap();
     let regen = events
         .iter()
         .find(|e| e.draft.action == "memory.regenerate")
@@ -699,14 +816,28 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
         x.regenerated_as = None;
         x.regenerated_version = None;
     }
-    app.state.store.put_receipt(&again).unwrap();
-    let report = registry_server::jobs::run_job(&app.state, "purge").unwrap();
+    app.state
+        .services
+        .backends
+        .store
+        .put_receipt(&again)
+        .unwrap();
+    let report = app.state.services.run_job("purge").unwrap();
     assert_eq!(report.counts["receipts_completed"], 1, "{report:?}");
-    let resumed = app.state.store.get_receipt(&receipt.id).unwrap().unwrap();
+    let resumed = app
+        .state
+        .services
+        .backends
+        .store
+        .get_receipt(&receipt.id)
+        .unwrap()
+        .unwrap();
     let reached = resumed.assets.iter().find(|x| x.id == c).unwrap();
     assert_eq!(reached.regenerated_version, Some(2));
     let versions: Vec<u32> = app
         .state
+        .services
+        .backends
         .store
         .history(&c)
         .unwrap()
@@ -724,7 +855,7 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
         (reached.regenerated_as.as_ref(), receipt.counts.regenerated),
         (None, 0)
     );
-    assert!(app.state.store.get(&c).unwrap().is_none());
+    assert!(app.state.services.backends.store.get(&c).unwrap().is_none());
     assert_error(
         call(app.get(&ann, &format!("/v1/memories/{c}"))),
         404,

@@ -8,7 +8,7 @@ use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
 use registry_core::audit::AuditDraft;
 use registry_core::hash::sha256_hex;
-use registry_core::store::{AssetStore, WriteOp};
+use registry_core::store::WriteOp;
 
 fn seed_asset(app: &TestApp, tenant: &str) -> String {
     let mut meta = AssetMeta::new(
@@ -20,6 +20,8 @@ fn seed_asset(app: &TestApp, tenant: &str) -> String {
     meta.content_hash = sha256_hex("seed");
     let id = meta.id.clone();
     app.state
+        .services
+        .backends
         .store
         .commit(vec![
             WriteOp::PutVersion(Box::new(AssetRecord {
@@ -69,8 +71,12 @@ fn requests_without_a_valid_key_get_401() {
     );
     // A revoked key stops working at once.
     assert!(
-        registry_core::store::KeyStore::revoke_key(app.state.store.as_ref(), &k.id, "test")
-            .unwrap()
+        registry_core::store::KeyStore::revoke_key(
+            app.state.services.backends.store.as_ref(),
+            &k.id,
+            "test"
+        )
+        .unwrap()
     );
     assert_error(call(app.get(&k, "/v1/whoami")), 401, "UNAUTHENTICATED");
 }

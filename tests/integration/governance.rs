@@ -443,7 +443,7 @@ fn a_merge_keeps_the_newcomers_evidence_source_and_wording() {
 fn a_memory_used_only_through_context_packs_does_not_decay() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
-    let svc = registry_server::jobs::memory_service(&app.state);
+    let svc = app.state.services.memory.clone();
     let p = registry_core::Principal::new("acme", "ann");
     let long_ago = chrono::Utc::now() - chrono::Duration::days(200);
     let write = |text: &str| {
@@ -462,11 +462,11 @@ fn a_memory_used_only_through_context_packs_does_not_decay() {
     assert_eq!(s, 200, "{pack}");
     assert!(!drawn(&pack).contains("office plant"), "{pack}");
     assert!(drawn(&pack).contains("reconciling the bank feeds"));
-    app.state.stats.flush().unwrap();
-    let report = registry_server::jobs::run_job(&app.state, "decay").unwrap();
+    app.state.services.flush().unwrap();
+    let report = app.state.services.run_job("decay").unwrap();
     assert_eq!(report.outcome, "ok");
     let status = |id: &str| {
-        registry_core::store::AssetStore::get(app.state.store.as_ref(), id)
+        registry_core::store::AssetStore::get(app.state.services.backends.store.as_ref(), id)
             .unwrap()
             .unwrap()
             .meta

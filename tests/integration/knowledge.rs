@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 use registry_core::asset::AssetStatus;
 use registry_core::retrieval::{TextIndex, VectorIndex};
-use registry_core::store::{AssetQuery, AssetStore};
+use registry_core::store::AssetQuery;
 
 fn ingest(app: &TestApp, key: &Key, body: Value) -> (u16, Value) {
     call(app.post(key, "/v1/knowledge/documents", &body))
@@ -174,7 +174,7 @@ fn a_new_version_hides_the_old_ones_chunks_and_the_same_content_is_a_no_op() {
         assert_eq!(versions, vec![json!("2024")], "{legs}: {out}");
     }
     for c in &old_chunks {
-        let rec = app.state.store.get(c).unwrap().unwrap();
+        let rec = app.state.services.backends.store.get(c).unwrap().unwrap();
         assert_eq!(rec.meta.status, AssetStatus::Superseded);
     }
     let (_, doc2) = call(app.get(&ann, &format!("/v1/knowledge/documents/{id}")));
@@ -351,10 +351,20 @@ fn an_injected_instruction_comes_back_flagged() {
 fn counts(app: &TestApp) -> (usize, u64, u64, usize) {
     let s = &app.state;
     (
-        s.store.find(&AssetQuery::default()).unwrap().len(),
-        TextIndex::len(s.text.as_ref()).unwrap(),
-        VectorIndex::len(s.vectors.as_ref()).unwrap(),
-        s.store.audit_events(0, 1_000_000).unwrap().len(),
+        s.services
+            .backends
+            .store
+            .find(&AssetQuery::default())
+            .unwrap()
+            .len(),
+        TextIndex::len(s.services.backends.text.as_ref()).unwrap(),
+        VectorIndex::len(s.services.backends.vectors.as_ref()).unwrap(),
+        s.services
+            .backends
+            .store
+            .audit_events(0, 1_000_000)
+            .unwrap()
+            .len(),
     )
 }
 

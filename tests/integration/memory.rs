@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 use registry_core::asset::{AssetKind, AssetStatus};
 use registry_core::derivation::Relation;
-use registry_core::store::{AssetQuery, AssetStore};
+use registry_core::store::AssetQuery;
 use registry_core::{Principal, Role};
 use registry_memory::WriteRequest;
 
@@ -60,6 +60,8 @@ fn search(app: &TestApp, key: &Key, query: &str) -> Vec<String> {
 
 fn memory_count(app: &TestApp) -> usize {
     app.state
+        .services
+        .backends
         .store
         .find(&AssetQuery {
             kind: Some(AssetKind::Memory),
@@ -263,7 +265,17 @@ fn conflicts_never_overwrite_silently() {
     let id2 = v2["id"].as_str().unwrap().to_string();
     // A superseded record is no longer served: even its owner gets 404.
     assert_eq!(call(app.get(&ann, &format!("/v1/memories/{id1}"))).0, 404);
-    let status_of = |id: &str| app.state.store.get(id).unwrap().unwrap().meta.status;
+    let status_of = |id: &str| {
+        app.state
+            .services
+            .backends
+            .store
+            .get(id)
+            .unwrap()
+            .unwrap()
+            .meta
+            .status
+    };
     assert_eq!(status_of(&id1), AssetStatus::Superseded);
     // Lower trust cannot supersede: conflict_pending, the active record stays.
     let v3 = write_ok(&app, &ann, fact("Berlin", "tool_result"));
@@ -322,7 +334,7 @@ fn conflicts_never_overwrite_silently() {
     assert_eq!(d["versions"].as_array().unwrap().len(), 1);
     assert_eq!(d["related"].as_array().unwrap().len(), 0);
     for id in [&id1, &id2, &id3, &id4] {
-        assert!(app.state.store.get(id).unwrap().is_some());
+        assert!(app.state.services.backends.store.get(id).unwrap().is_some());
     }
     let hits = search(&app, &ann, "Ann's home city");
     assert_eq!(hits, vec![id5.clone()], "only the confirmed fact is served");
@@ -435,10 +447,18 @@ fn quarantined_rejected_and_revoked_content_never_comes_back() {
     assert_eq!((s, r["status"].as_str()), (200, Some("revoked")), "{r}");
     assert!(search(&app, &ann, "walrus invoices").is_empty());
     // Gone from both indexes, not only filtered.
-    use registry_core::retrieval::{TextIndex, VisibilityFilter};
+    use registry_core::retrieval::VisibilityFilter;
     let p = Principal::new("acme", "ann");
     let f = VisibilityFilter::for_principal(&p, &[AssetKind::Memory]);
-    assert!(app.state.text.search("walrus", &f, 10).unwrap().is_empty());
+    assert!(
+        app.state
+            .services
+            .backends
+            .text
+            .search("walrus", &f, 10)
+            .unwrap()
+            .is_empty()
+    );
     // Not even by id: a revoked record answers 404 to its owner.
     assert_eq!(call(app.get(&ann, &format!("/v1/memories/{id}"))).0, 404);
 }
@@ -604,7 +624,7 @@ fn req(class: &str, content: &str) -> WriteRequest {
 fn consolidation_merges_duplicates_once_and_reruns_change_nothing() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
-    let svc = registry_server::jobs::memory_service(&app.state);
+    let svc = app.state.services.memory.clone();
     let p = principal("acme", "ann");
     // Two near-duplicates below the gate's merge threshold but above consolidation's: write the
     // second as if it came in concurrently from another process (bypassing rule 5 by writing it
@@ -622,24 +642,33 @@ fn consolidation_merges_duplicates_once_and_reruns_change_nothing() {
     assert_eq!(a.decision.as_str(), "accepted");
     // Simulate a raw entry that escaped the gate's dedupe (e.g. written by a concurrent process):
     // copy `a` under a new id with the same content.
-    let rec = app.state.store.get(&a.id).unwrap().unwrap();
+    let rec = app
+        .state
+        .services
+        .backends
+        .store
+        .get(&a.id)
+        .unwrap()
+        .unwrap();
     let mut dup = rec.clone();
     dup.meta.id = registry_core::asset::new_asset_id();
     app.state
+        .services
+        .backends
         .store
         .commit(vec![registry_core::store::WriteOp::PutVersion(Box::new(
             dup.clone(),
         ))])
         .unwrap();
     svc.reindex(&[dup.clone()]).unwrap();
-    let r1 = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+    let r1 = app.state.services.run_job("consolidate").unwrap();
     assert_eq!(r1.outcome, "ok", "{:?}", r1.error);
     assert_eq!(r1.counts["consolidated_records"], 1, "{}", r1.counts);
     assert_eq!(r1.counts["raw_merged"], 2);
     for raw in [&a.id, &dup.meta.id] {
-        let r = app.state.store.get(raw).unwrap().unwrap();
+        let r = app.state.services.backends.store.get(raw).unwrap().unwrap();
         assert_eq!(r.meta.status, AssetStatus::Superseded);
-        let edges = app.state.store.edges_from(raw).unwrap();
+        let edges = app.state.services.backends.store.edges_from(raw).unwrap();
         assert!(
             edges
                 .iter()
@@ -651,7 +680,7 @@ fn consolidation_merges_duplicates_once_and_reruns_change_nothing() {
     assert_eq!(hits.len(), 1);
     assert!(hits[0] != a.id && hits[0] != dup.meta.id);
     // Rerun (also from scratch, as after a run killed before recording its end): nothing more.
-    let r2 = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+    let r2 = app.state.services.run_job("consolidate").unwrap();
     assert_eq!(r2.counts["consolidated_records"], 0, "{}", r2.counts);
     let r3 = svc.consolidate(None).unwrap();
     assert_eq!((r3.consolidated_records, r3.raw_merged), (0, 0));
@@ -663,7 +692,7 @@ fn decay_applies_class_policies_idempotently() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer", "reviewer"], &[]);
     let bob = app.key("acme", "bob", &["writer"], &[]);
-    let svc = registry_server::jobs::memory_service(&app.state);
+    let svc = app.state.services.memory.clone();
     let mut p = principal("acme", "ann");
     let long_ago = chrono::Utc::now() - chrono::Duration::days(400);
     let old_episode = svc
@@ -708,8 +737,18 @@ fn decay_applies_class_policies_idempotently() {
         assert_eq!(s, 200);
     }
     // A run killed after moving one record: that move is already committed.
-    let status = |id: &str| app.state.store.get(id).unwrap().unwrap().meta.status;
-    let r1 = registry_server::jobs::run_job(&app.state, "decay").unwrap();
+    let status = |id: &str| {
+        app.state
+            .services
+            .backends
+            .store
+            .get(id)
+            .unwrap()
+            .unwrap()
+            .meta
+            .status
+    };
+    let r1 = app.state.services.run_job("decay").unwrap();
     assert_eq!(r1.outcome, "ok", "{:?}", r1.error);
     assert_eq!(
         (
@@ -731,7 +770,7 @@ fn decay_applies_class_policies_idempotently() {
         "semantic memory never decays"
     );
     assert_eq!(status(&fresh.id), AssetStatus::Active);
-    let r2 = registry_server::jobs::run_job(&app.state, "decay").unwrap();
+    let r2 = app.state.services.run_job("decay").unwrap();
     assert_eq!(
         (
             r2.counts["expired"].as_u64(),
@@ -832,11 +871,16 @@ fn an_acknowledged_memory_survives_kill_9() {
             ..Default::default()
         })
         .unwrap();
-        use registry_core::retrieval::{TextIndex, VisibilityFilter};
+        use registry_core::retrieval::VisibilityFilter;
         let p = Principal::new("acme", "ann");
         let filter = VisibilityFilter::for_principal(&p, &[AssetKind::Memory]);
         for (word, id) in &burst {
-            let hits = state.text.search(word, &filter, 5).unwrap();
+            let hits = state
+                .services
+                .backends
+                .text
+                .search(word, &filter, 5)
+                .unwrap();
             assert_eq!(hits.len(), 1, "{word} not in the text index after kill -9");
             assert_eq!(&hits[0].asset_id, id);
         }
@@ -894,6 +938,8 @@ fn a_batch_runs_every_item_through_the_gate_in_order_and_retries_store_once() {
     // The retry answers the same and stores nothing new.
     let count = || {
         app.state
+            .services
+            .backends
             .store
             .find(&AssetQuery {
                 kind: Some(AssetKind::Memory),
@@ -985,7 +1031,7 @@ fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
     let data = dir.path().join("data");
     {
         let app = TestApp::start_with(|c| c.data_dir = data.clone());
-        let svc = registry_server::jobs::memory_service(&app.state);
+        let svc = app.state.services.memory.clone();
         let p = principal("acme", "ann");
         // Pairs of raw entries with the same content (as if written by two processes at once).
         let systems = [
@@ -1018,9 +1064,18 @@ fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
             let content = format!("The {} {}", systems[g % 20], problems[g / 20]);
             let a = svc.write(&p, &req("episodic", &content), None).unwrap();
             assert_eq!(a.decision.as_str(), "accepted");
-            let mut dup = app.state.store.get(&a.id).unwrap().unwrap();
+            let mut dup = app
+                .state
+                .services
+                .backends
+                .store
+                .get(&a.id)
+                .unwrap()
+                .unwrap();
             dup.meta.id = registry_core::asset::new_asset_id();
             app.state
+                .services
+                .backends
                 .store
                 .commit(vec![registry_core::store::WriteOp::PutVersion(Box::new(
                     dup.clone(),
@@ -1093,11 +1148,18 @@ fn consolidation_settles_the_conflicts_the_rules_decide_and_leaves_the_rest() {
     assert_eq!(nice_user["decision"], "superseded");
     assert_eq!(nice_user["replaced"], lyon_id.as_str());
     let status = |id: &Value| {
-        let rec = app.state.store.get(id.as_str().unwrap()).unwrap().unwrap();
+        let rec = app
+            .state
+            .services
+            .backends
+            .store
+            .get(id.as_str().unwrap())
+            .unwrap()
+            .unwrap();
         rec.meta.status.as_str().to_string()
     };
     let run = || {
-        let r = registry_server::jobs::run_job(&app.state, "consolidate").unwrap();
+        let r = app.state.services.run_job("consolidate").unwrap();
         assert_eq!(r.outcome, "ok", "{:?}", r.error);
         (
             r.counts["conflicts_resolved"].as_u64().unwrap(),
@@ -1136,7 +1198,7 @@ fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
     let data = dir.path().join("data");
     {
         let app = TestApp::start_with(|c| c.data_dir = data.clone());
-        let svc = registry_server::jobs::memory_service(&app.state);
+        let svc = app.state.services.memory.clone();
         let mut p = principal("acme", "ann");
         p.session = Some("s1".into());
         let mut w = req(
@@ -1146,7 +1208,14 @@ fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
         w.ttl_secs = Some(60);
         let long_ago = chrono::Utc::now() - chrono::Duration::days(2);
         let first = svc.write_at(&p, &w, None, long_ago).unwrap();
-        let rec = app.state.store.get(&first.id).unwrap().unwrap();
+        let rec = app
+            .state
+            .services
+            .backends
+            .store
+            .get(&first.id)
+            .unwrap()
+            .unwrap();
         // Many working memories past their TTL (copies, as a busy session would leave).
         let copies: Vec<_> = (1..N)
             .map(|_| {
@@ -1156,6 +1225,8 @@ fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
             })
             .collect();
         app.state
+            .services
+            .backends
             .store
             .commit(
                 copies

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::skills::{ONE_TEST, make_skill, pack, pass_all, publish, release, vpath};
-use registry_core::store::AssetStore;
 
 fn write(app: &TestApp, key: &Key, body: Value) -> (u16, Value) {
     call(app.post(key, "/v1/memories", &body))
@@ -332,7 +331,7 @@ fn item05_readers_cannot_vote_votes_count_once_and_retirement_goes_to_review() {
     );
     let (s, st) = vote(&voter);
     assert_eq!((s, st["harmful"].as_u64()), (200, Some(2)));
-    let report = registry_server::jobs::run_job(&app.state, "decay").unwrap();
+    let report = app.state.services.run_job("decay").unwrap();
     assert_eq!(report.counts["retire_proposed"], 1, "{:?}", report.counts);
     // Still served: votes alone never take a procedure away.
     let (s, d) = call(app.get(&owner, &format!("/v1/memories/{id}")));
@@ -402,7 +401,7 @@ fn item07_an_ingest_past_its_deadline_answers_408_and_commits_nothing() {
     let (_, docs) = call(app.get(&ann, "/v1/knowledge/documents"));
     assert_eq!(docs["documents"].as_array().unwrap().len(), 0, "{docs}");
     let chunks = registry_core::store::AssetStore::find(
-        app.state.store.as_ref(),
+        app.state.services.backends.store.as_ref(),
         &registry_core::store::AssetQuery::default(),
     )
     .unwrap();
@@ -644,6 +643,8 @@ fn item10_nobody_files_a_document_as_another_and_self_erasure_keeps_shared_relea
     );
     assert!(
         app.state
+            .services
+            .backends
             .store
             .get(mine["id"].as_str().unwrap())
             .unwrap()
@@ -871,9 +872,13 @@ fn item13_no_existence_oracles_and_no_reach_across_owners() {
     assert_eq!(call(app.get(&admin, &format!("/v1/receipts/{rid}"))).0, 200);
     // A tenant admin's verification counts its own tenant's events only.
     let (_, v) = call(app.get(&admin, "/v1/audit/verify"));
-    let total = registry_core::store::AssetStore::audit_events(app.state.store.as_ref(), 0, 100_000)
-        .unwrap()
-        .len() as u64;
+    let total = registry_core::store::AssetStore::audit_events(
+        app.state.services.backends.store.as_ref(),
+        0,
+        100_000,
+    )
+    .unwrap()
+    .len() as u64;
     assert!(v["ok"].as_bool().unwrap(), "{v}");
     assert!(v["events"].as_u64().unwrap() < total, "{v} of {total}");
 }
@@ -931,8 +936,8 @@ fn item16_an_internal_error_answers_a_code_and_a_request_id_never_backend_text()
         json!({"class": "semantic", "content": "A record to corrupt"}),
     );
     let id = m["id"].as_str().unwrap();
-    app.state
-        .store
+    rusqlite::Connection::open(app.state.config.data_dir.join("registry.db"))
+        .unwrap()
         .execute_batch(&format!(
             "DROP TRIGGER assets_immutable; UPDATE assets SET meta = 'not json' WHERE id = '{id}'"
         ))

@@ -782,7 +782,6 @@ fn deleting_a_draft_purges_it_and_keeps_a_shared_archive() {
     let (s, r) = call(app.delete(&ann, "/v1/skills/tide-tables/versions/1.1.0"));
     assert_eq!(s, 200, "{r}");
     assert_eq!(r["counts"]["blobs"], 1, "{r}");
-    app.state.store.checkpoint().unwrap();
     let blobs = walk_files(&app.state.config.data_dir.join("blobs"));
     assert_eq!(blobs, 0, "archive blob left behind");
 }

@@ -150,6 +150,35 @@ pub trait ReceiptStore: Send + Sync {
     fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>>;
 }
 
+/// Longest reason a caller gives for a deletion (kept in the receipt; the audit log keeps its
+/// hash only).
+pub const MAX_REASON_CHARS: usize = 200;
+
+/// Checks a caller-given deletion reason: short, one line.
+pub fn check_reason(reason: Option<String>) -> CoreResult<Option<String>> {
+    match reason {
+        Some(r) if r.chars().count() > MAX_REASON_CHARS || r.chars().any(char::is_control) => {
+            Err(CoreError::validation_with(
+                format!("reason must be at most {MAX_REASON_CHARS} characters on one line"),
+                serde_json::json!({"field": "reason", "reason": "invalid"}),
+            ))
+        }
+        other => Ok(other),
+    }
+}
+
+/// Deletes assets and what derives from them, to a level, and answers the receipt: the
+/// deletion engine over a deployment's stores, as domains call it.
+pub trait Deleter: Send + Sync {
+    fn delete(
+        &self,
+        actor: &str,
+        reason: &str,
+        roots: &[AssetId],
+        level: DeletionLevel,
+    ) -> CoreResult<Receipt>;
+}
+
 /// The owning domain rebuilds a derived asset from the parents that remain.
 pub trait Regenerator: Send + Sync {
     /// A replacement for `child` built only from `remaining` parents (already committed and

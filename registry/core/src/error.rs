@@ -114,6 +114,13 @@ pub enum CoreError {
     /// The request's deadline passed before the work committed anything; nothing was written.
     #[error("the request's time limit passed before anything was committed")]
     DeadlineExceeded,
+    /// A domain's own refusal, already mapped onto the code table.
+    #[error("{message}")]
+    Coded {
+        code: ErrorCode,
+        message: String,
+        details: serde_json::Value,
+    },
     #[error("{store} backend error: {message}")]
     Backend {
         store: &'static str,
@@ -153,6 +160,7 @@ impl CoreError {
             CoreError::Conflict(_) => ErrorCode::Conflict,
             CoreError::InvalidTransition { .. } => ErrorCode::InvalidTransition,
             CoreError::DeadlineExceeded => ErrorCode::RequestTimeout,
+            CoreError::Coded { code, .. } => *code,
             CoreError::Backend { .. } => ErrorCode::Internal,
         }
     }
@@ -168,6 +176,7 @@ impl CoreError {
             } => serde_json::json!({
                 "state": from, "action": action, "allowed_transitions": allowed
             }),
+            CoreError::Coded { details, .. } => details.clone(),
             _ => serde_json::Value::Null,
         }
     }

@@ -13,6 +13,7 @@ pub mod principal;
 pub mod retrieval;
 pub mod scope;
 pub mod store;
+pub mod usage;
 
 pub use acl::{Acl, AclEntry};
 pub use asset::{

@@ -165,6 +165,29 @@ pub trait Embedder: Send + Sync {
     fn embed(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>>;
     /// Tokens the model's tokenizer makes of `text` (without truncation).
     fn count_tokens(&self, text: &str) -> CoreResult<usize>;
+    /// Tokens of `text` without the special tokens a model adds around a sequence: counts of
+    /// texts joined by blank lines add up. Default: [`Self::count_tokens`].
+    fn content_tokens(&self, text: &str) -> CoreResult<usize> {
+        self.count_tokens(text)
+    }
+    /// The longest prefix of `text` (cut at a char boundary) within `max` content tokens.
+    fn prefix_within<'t>(&self, text: &'t str, max: usize) -> CoreResult<&'t str> {
+        let bounds: Vec<usize> = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([text.len()])
+            .collect();
+        let (mut lo, mut hi) = (0usize, bounds.len() - 1);
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if self.content_tokens(&text[..bounds[mid]])? <= max {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        Ok(&text[..bounds[lo]])
+    }
 }
 
 /// A full-text (BM25) index.
@@ -213,6 +236,10 @@ pub trait VectorIndex: Send + Sync {
     ) -> CoreResult<Vec<ScoredId>>;
     /// Physically removes deleted vectors from storage.
     fn compact(&self) -> CoreResult<()>;
+    /// Replaces the governance keys of entries already stored, keeping their vectors (an index
+    /// whose entries predate a change of tags is re-labelled without re-embedding). Ids not in
+    /// the index are skipped; returns how many were re-labelled.
+    fn relabel(&self, keys: &[IndexKeys]) -> CoreResult<usize>;
     /// Ids whose vectors were made by a model other than `model_tag` (for re-embedding).
     fn ids_not_made_by(&self, model_tag: &str, limit: usize) -> CoreResult<Vec<AssetId>>;
     fn len(&self) -> CoreResult<u64>;

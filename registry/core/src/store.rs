@@ -160,3 +160,78 @@ pub trait BlobStore: Send + Sync {
     /// Unlinks the blob; true if it existed.
     fn delete(&self, digest: &str) -> CoreResult<bool>;
 }
+
+/// One run of a maintenance job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRun {
+    pub id: i64,
+    pub name: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `running` (still, or killed midway), `ok` or `failed`.
+    pub outcome: String,
+    pub counts: serde_json::Value,
+    pub error: Option<String>,
+}
+
+/// The record of job runs. A run killed midway stays `running`; the next run of the same job
+/// starts from the last run that finished `ok`.
+pub trait JobRunStore: Send + Sync {
+    fn start_run(&self, name: &str, at: DateTime<Utc>) -> CoreResult<i64>;
+    fn finish_run(
+        &self,
+        id: i64,
+        at: DateTime<Utc>,
+        outcome: &str,
+        counts: &serde_json::Value,
+        error: Option<&str>,
+    ) -> CoreResult<()>;
+    /// Start time of the newest run of `name` that finished `ok`.
+    fn last_ok_start(&self, name: &str) -> CoreResult<Option<DateTime<Utc>>>;
+    /// The newest runs, newest first (of one job, or of all).
+    fn recent_runs(&self, name: Option<&str>, limit: usize) -> CoreResult<Vec<JobRun>>;
+}
+
+/// A stored context manifest: who asked, and the manifest itself (ids, hashes, counts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredManifest {
+    pub id: String,
+    pub tenant: String,
+    pub principal: String,
+    pub created_at: DateTime<Utc>,
+    pub manifest: serde_json::Value,
+}
+
+/// Context manifests: written once, never rewritten, erased with their principal.
+pub trait ManifestStore: Send + Sync {
+    fn put_manifest(&self, m: &StoredManifest) -> CoreResult<()>;
+    fn get_manifest(&self, id: &str) -> CoreResult<Option<StoredManifest>>;
+    /// A tenant's manifests (of one principal, or all), newest first, before `before` (an id).
+    fn list_manifests(
+        &self,
+        tenant: &str,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> CoreResult<Vec<StoredManifest>>;
+    fn count_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize>;
+    /// Deletes a principal's manifests; returns how many.
+    fn erase_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize>;
+}
+
+/// Everything a registry keeps in its store, behind one object: a backend implements every
+/// part with the same semantics (one contract suite checks them all).
+pub trait Store:
+    AssetStore
+    + KeyStore
+    + crate::deletion::ReceiptStore
+    + JobRunStore
+    + ManifestStore
+    + crate::usage::UsageStore
+{
+    /// Makes every committed change durable in the main files and drops earlier images of
+    /// overwritten pages (after a purge, no deleted byte may survive in a log). Returns whether
+    /// it completed; `false` when a reader held pages back (call again).
+    fn checkpoint(&self) -> CoreResult<bool>;
+    /// The schema version the store is migrated to.
+    fn schema_version(&self) -> CoreResult<i64>;
+}

@@ -563,6 +563,14 @@ impl Embedder for MiniLmEmbedder {
     fn count_tokens(&self, text: &str) -> CoreResult<usize> {
         Ok(self.token_count(text)?)
     }
+
+    fn content_tokens(&self, text: &str) -> CoreResult<usize> {
+        Ok(MiniLmEmbedder::content_tokens(self, text)?)
+    }
+
+    fn prefix_within<'t>(&self, text: &'t str, max: usize) -> CoreResult<&'t str> {
+        Ok(MiniLmEmbedder::prefix_within(self, text, max)?)
+    }
 }
 
 #[cfg(test)]

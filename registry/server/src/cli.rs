@@ -155,7 +155,7 @@ pub fn new_key_secret() -> String {
     format!("hr_{}", hex::encode(bytes))
 }
 
-pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyRecord, String)> {
+pub fn create_key(store: &dyn KeyStore, c: &CreateKey) -> anyhow::Result<(ApiKeyRecord, String)> {
     let tenant = match (&c.tenant, c.platform) {
         (Some(t), _) => t.clone(),
         (None, true) => "platform".to_string(),
@@ -228,7 +228,19 @@ pub fn create_key(store: &SqliteStore, c: &CreateKey) -> anyhow::Result<(ApiKeyR
 
 /// Runs an administrative command on the store alone (no model, no indexes, so it can run
 /// beside a serving process); returns the process exit code.
-pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> anyhow::Result<i32> {
+pub fn run_admin(
+    store: std::sync::Arc<SqliteStore>,
+    command: &Command,
+    config: &Config,
+) -> anyhow::Result<i32> {
+    let audit = || -> anyhow::Result<registry_services::audit::AuditService> {
+        Ok(registry_services::audit::AuditService::new(
+            store.clone(),
+            config.load_audit_key()?,
+            config.audit_anchor_path(),
+        ))
+    };
+    let store = store.as_ref();
     match command {
         Command::Keys(KeysCommand::Create(c)) => {
             let (rec, secret) = create_key(store, c)?;
@@ -272,10 +284,7 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
             println!("revoked {id}");
         }
         Command::Audit(AuditCommand::Verify) => {
-            let key = store
-                .audit_key()
-                .context("the store was opened without its audit key")?;
-            let v = crate::audit::verify(store, config, key, None)?;
+            let v = audit()?.verify(None)?;
             if v.ok {
                 println!(
                     "audit chain intact: {} events, {} signed checkpoints",
@@ -291,19 +300,17 @@ pub fn run_admin(store: &SqliteStore, command: &Command, config: &Config) -> any
                 return Ok(1);
             }
         }
-        Command::Audit(AuditCommand::Checkpoint) => {
-            match crate::audit::checkpoint(store, config)? {
-                Some(cp) => println!("checkpoint at event {} ({})", cp.seq, cp.hash),
-                None => println!("no events yet"),
-            }
-        }
+        Command::Audit(AuditCommand::Checkpoint) => match audit()?.checkpoint()? {
+            Some(cp) => println!("checkpoint at event {} ({})", cp.seq, cp.hash),
+            None => println!("no events yet"),
+        },
         Command::Audit(AuditCommand::List { after, limit }) => {
             for e in registry_core::store::AssetStore::audit_events(store, *after, *limit)? {
                 println!("{}", serde_json::to_string(&e)?);
             }
         }
         Command::Migrate => {
-            println!("schema version {}", store.schema_version()?);
+            println!("schema version {}", SqliteStore::schema_version(store)?);
         }
         Command::Config => {
             println!("{}", toml_like(config)?);

@@ -38,18 +38,8 @@ pub struct Config {
     pub retention: RetentionConfig,
 }
 
-/// What the retention job purges besides assets whose own `retain_until` has passed: assets
-/// of a kind (memory: of a class) older than these many days since they were created. 0 keeps
-/// them until they are deleted. Freshness (`expires_at`) never purges anything.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetentionConfig {
-    pub memory_working_days: u32,
-    pub memory_episodic_days: u32,
-    pub memory_semantic_days: u32,
-    pub memory_procedural_days: u32,
-    pub document_days: u32,
-}
+/// What the retention job purges (see `registry_services::RetentionPolicy`).
+pub use registry_services::RetentionPolicy as RetentionConfig;
 
 /// Intervals of the jobs scheduled inside `serve`; 0 disables a job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -209,6 +199,13 @@ impl Config {
 
     pub fn socket_addr(&self) -> SocketAddr {
         self.bind.parse().expect("validated at load")
+    }
+
+    /// Where the newest signed audit checkpoint is kept, beside the key, outside the database.
+    pub fn audit_anchor_path(&self) -> PathBuf {
+        let mut p = self.audit_key_path().into_os_string();
+        p.push(".checkpoint");
+        PathBuf::from(p)
     }
 
     /// Where the audit key lives.

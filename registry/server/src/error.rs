@@ -93,6 +93,42 @@ impl From<CoreError> for ApiError {
     }
 }
 
+/// A domain's coded error: internal ones are logged and answered generically.
+macro_rules! from_coded {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ApiError {
+            fn from(e: $t) -> Self {
+                if e.code == ErrorCode::Internal {
+                    return ApiError::internal(e.message);
+                }
+                ApiError {
+                    code: e.code,
+                    message: e.message,
+                    details: e.details,
+                }
+            }
+        }
+    )*};
+}
+
+from_coded!(
+    registry_skills::Error,
+    registry_context::Error,
+    registry_services::Error
+);
+
+impl From<registry_memory::Error> for ApiError {
+    fn from(e: registry_memory::Error) -> Self {
+        CoreError::from(e).into()
+    }
+}
+
+impl From<registry_knowledge::Error> for ApiError {
+    fn from(e: registry_knowledge::Error) -> Self {
+        CoreError::from(e).into()
+    }
+}
+
 impl From<tokio::task::JoinError> for ApiError {
     fn from(e: tokio::task::JoinError) -> Self {
         ApiError::internal(e)

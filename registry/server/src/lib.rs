@@ -1,18 +1,17 @@
 #![doc = include_str!("../README.md")]
 
-pub mod audit;
 pub mod cli;
 pub mod config;
-pub mod context;
+
 pub mod error;
 pub mod extract;
 pub mod jobs;
 pub mod mcp;
-pub mod memstats;
+
 pub mod openapi;
 pub mod request;
 pub mod routes;
-pub mod skills;
+
 pub mod state;
 
 use std::time::Duration;
@@ -103,7 +102,7 @@ pub async fn serve_until(
         .await;
     // Anchor what this run appended to the audit log before the process goes.
     let _ = tokio::task::spawn_blocking(move || {
-        if let Err(e) = crate::audit::checkpoint(st.store.as_ref(), &st.config) {
+        if let Err(e) = st.services.audit.checkpoint() {
             tracing::warn!(error = %e, "no audit checkpoint at shutdown");
         }
     })

@@ -42,14 +42,17 @@ fn run() -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Jobs(JobsCommand::Run { name }) => {
-            if !registry_server::jobs::JOBS.contains(&name.as_str()) {
+            if !registry_services::JOBS.contains(&name.as_str()) {
                 anyhow::bail!(
                     "unknown job {name:?} (known: {})",
-                    registry_server::jobs::JOBS.join(", ")
+                    registry_services::JOBS.join(", ")
                 );
             }
             let state = AppState::open(config.clone()).context("start-up failed")?;
-            let report = registry_server::jobs::run_job(&state, name)?;
+            let report = state
+                .services
+                .run_job(name)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(if report.outcome == "ok" { 0 } else { 1 })
         }
@@ -78,9 +81,10 @@ fn run() -> anyhow::Result<i32> {
                     config.data_dir.display()
                 )
             })?;
-            let store =
-                registry_server::state::open_store(&config, 1).context("cannot open the store")?;
-            run_admin(&store, other, &config)
+            let store = std::sync::Arc::new(
+                registry_server::state::open_store(&config, 1).context("cannot open the store")?,
+            );
+            run_admin(store, other, &config)
         }
     }
 }

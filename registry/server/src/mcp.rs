@@ -37,11 +37,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::context::PackRequest;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Auth;
-use crate::jobs::memory_service;
 use crate::state::AppState;
+use registry_context::PackRequest;
 
 /// Environment variable holding the API key for `registry mcp`.
 pub const KEY_ENV: &str = "REGISTRY_API_KEY";
@@ -270,11 +269,10 @@ struct LoadArgs {
 }
 
 fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiResult<Value> {
-    use crate::routes::skills as sk;
     match name {
         "memory_search" => {
             let req: MemorySearch = parse(args)?;
-            let res = memory_service(s).search(p, &req)?;
+            let res = s.services.memory.search(p, &req)?;
             to_value(&res)
         }
         "memory_write" => {
@@ -291,20 +289,23 @@ fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiRes
                 }
             };
             let req: WriteRequest = parse(args)?;
-            to_value(&memory_service(s).write(p, &req, key.as_deref())?)
+            to_value(&s.services.memory.write(p, &req, key.as_deref())?)
         }
         "knowledge_search" => {
             let req: registry_knowledge::SearchRequest = parse(args)?;
-            to_value(&crate::routes::knowledge::service(s).search(p, req)?)
+            to_value(&s.services.knowledge.search(p, req)?)
         }
         "skill_discover" => {
             let a: DiscoverArgs = parse(args)?;
-            to_value(&sk::discover_list(s, p, a.query.as_deref(), a.limit)?)
+            to_value(
+                &s.services
+                    .skills
+                    .discover_list(p, a.query.as_deref(), a.limit)?,
+            )
         }
         "skill_select" => {
             let a: SelectArgs = parse(args)?;
-            to_value(&sk::select_view(
-                s,
+            to_value(&s.services.skills.select_view(
                 p,
                 &a.name,
                 a.version.as_deref(),
@@ -316,34 +317,33 @@ fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiRes
         "skill_load" => {
             let a: LoadArgs = parse(args)?;
             let loaded = match (&a.digest, &a.name) {
-                (Some(d), _) => {
-                    let d = crate::skills::parse_digest(d)?;
-                    crate::skills::find_by_digest(s, p, &d)?
-                }
+                (Some(d), _) => s.services.skills.find_by_digest(p, d)?,
                 (None, Some(n)) => {
                     let version = match &a.version {
                         Some(v) => v.clone(),
                         None => {
-                            let versions = crate::skills::visible_versions(s, p, n)?;
-                            crate::skills::current_release(s, &versions)?
+                            let versions = s.services.skills.visible_versions(p, n)?;
+                            s.services
+                                .skills
+                                .current_release(&versions)?
                                 .map(|c| c.version)
                                 .ok_or_else(|| {
                                     ApiError::not_found(format!("{n} has no current release"))
                                 })?
                         }
                     };
-                    crate::skills::find_version(s, p, n, &version)?
+                    s.services.skills.find_version(p, n, &version)?
                 }
                 (None, None) => {
                     return Err(ApiError::validation("give a name or a digest")
                         .with_details(json!({ "field": "name" })));
                 }
             };
-            to_value(&sk::instructions_view(s, &loaded)?)
+            to_value(&s.services.skills.instructions_view(&loaded)?)
         }
         "context_pack" => {
             let req: PackRequest = parse(args)?;
-            to_value(&crate::context::compile(s, p, &req)?)
+            to_value(&s.services.context.compile(p, &req)?)
         }
         other => Err(ApiError::not_found(format!("no tool {other}"))),
     }
@@ -351,7 +351,7 @@ fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiRes
 
 /// The current releases the principal may see, as skills-extension entries.
 fn skills_of(s: &AppState, p: &Principal) -> ApiResult<Vec<Skill>> {
-    let list = crate::skills::discover(s, p, None, 1000)?;
+    let list = s.services.skills.discover(p, None, 1000)?;
     let mut out = Vec::with_capacity(list.len());
     for entry in list {
         out.push(skill_entry(s, p, &entry.name, &entry.version)?);
@@ -360,8 +360,8 @@ fn skills_of(s: &AppState, p: &Principal) -> ApiResult<Vec<Skill>> {
 }
 
 fn skill_entry(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Skill> {
-    let l = crate::skills::find_version(s, p, name, version)?;
-    let bytes = crate::skills::archive_bytes(s, &l)?;
+    let l = s.services.skills.find_version(p, name, version)?;
+    let archive = s.services.skills.archive(&l)?;
     let uri = format!("{SKILL_SCHEME}{name}/SKILL.md");
     let files = l
         .body
@@ -377,10 +377,11 @@ fn skill_entry(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiRes
         .collect();
     // The listed frontmatter is the served SKILL.md's, field for field, so that a client can
     // check one against the other.
-    let skill_md = skills_sdk::read_archive_file(&bytes, "SKILL.md", &crate::skills::limits())
-        .map_err(ApiError::internal)?;
-    let text = String::from_utf8(skill_md.contents).map_err(ApiError::internal)?;
-    let parts = skills_sdk::frontmatter::split_skill_md(&text)
+    let skill_md = archive
+        .contents("SKILL.md")
+        .ok_or_else(|| ApiError::internal("a stored skill has no SKILL.md"))?;
+    let text = std::str::from_utf8(skill_md).map_err(ApiError::internal)?;
+    let parts = skills_sdk::frontmatter::split_skill_md(text)
         .map_err(|r| ApiError::internal(format!("stored SKILL.md no longer splits: {r:?}")))?;
     // The SDK's bounded reader: no anchors or aliases, capped size, depth and node count.
     let yaml = skills_sdk::frontmatter::frontmatter_json(parts.yaml).map_err(ApiError::internal)?;
@@ -413,11 +414,14 @@ fn read_skill_file(s: &AppState, p: &Principal, uri: &str) -> ApiResult<Resource
     let (name, path) = rest
         .split_once('/')
         .ok_or_else(|| ApiError::not_found(format!("no resource {uri}")))?;
-    let versions = crate::skills::visible_versions(s, p, name)?;
-    let current = crate::skills::current_release(s, &versions)?
+    let versions = s.services.skills.visible_versions(p, name)?;
+    let current = s
+        .services
+        .skills
+        .current_release(&versions)?
         .ok_or_else(|| ApiError::not_found(format!("{name} has no current release")))?;
-    let l = crate::skills::find_version(s, p, name, &current.version)?;
-    let f = crate::skills::file(s, &l, path)?;
+    let l = s.services.skills.find_version(p, name, &current.version)?;
+    let f = s.services.skills.file(&l, path)?;
     // UTF-8 text without NUL bytes is served as text; anything else as base64 bytes.
     let is_text = std::str::from_utf8(&f.contents).is_ok_and(|t| !t.contains('\0'));
     Ok(if is_text {
@@ -598,8 +602,11 @@ impl ServerHandler for RegistryMcp {
                     .and_then(|r| r.strip_suffix("/SKILL.md"))
                     .filter(|n| !n.contains('/'))
                     .ok_or_else(|| ApiError::not_found(format!("no skill {uri}")))?;
-                let versions = crate::skills::visible_versions(s, p, name)?;
-                let current = crate::skills::current_release(s, &versions)?
+                let versions = s.services.skills.visible_versions(p, name)?;
+                let current = s
+                    .services
+                    .skills
+                    .current_release(&versions)?
                     .ok_or_else(|| ApiError::not_found(format!("no skill {uri}")))?;
                 skill_entry(s, p, name, &current.version)
             })

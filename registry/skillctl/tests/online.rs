@@ -56,7 +56,7 @@ impl Server {
 
     fn key(&self, tenant: &str, user: &str, roles: &[&str]) -> String {
         create_key(
-            &self.state.store,
+            self.state.services.backends.store.as_ref(),
             &CreateKey {
                 tenant: Some(tenant.into()),
                 user: user.into(),

@@ -2,6 +2,7 @@
 
 mod blobs;
 mod migrate;
+mod ops;
 mod store;
 
 pub use blobs::FsBlobStore;

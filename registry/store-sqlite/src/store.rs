@@ -42,6 +42,8 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
     audit_key: Option<AuditKey>,
+    /// Retrievals waiting for `flush_usage` (see `crate::ops`).
+    pub(crate) retrievals: Mutex<Vec<(String, DateTime<Utc>)>>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -137,6 +139,7 @@ impl SqliteStore {
             writer: Mutex::new(writer),
             readers: Mutex::new(readers),
             audit_key: opts.audit_key,
+            retrievals: Mutex::new(Vec::new()),
         })
     }
 
@@ -152,7 +155,10 @@ impl SqliteStore {
     }
 
     /// Runs `f` on a read connection (a fresh one if the pool is empty).
-    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> CoreResult<T> {
+    pub(crate) fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> CoreResult<T> {
         let conn = self.readers.lock().pop();
         let conn = match conn {
             Some(c) => c,
@@ -168,17 +174,12 @@ impl SqliteStore {
         out
     }
 
-    /// Runs `f` on a read connection (never blocks on the writer).
-    pub fn read_only<T>(
-        &self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
-    ) -> CoreResult<T> {
-        self.read(f)
-    }
-
     /// Runs `f` in one write transaction. Work under a deadline that has passed writes
     /// nothing (see `registry_core::deadline`).
-    pub fn write<T>(&self, f: impl FnOnce(&Transaction<'_>) -> CoreResult<T>) -> CoreResult<T> {
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> CoreResult<T>,
+    ) -> CoreResult<T> {
         registry_core::deadline::begin_commit()?;
         let mut conn = self.writer.lock();
         let tx = conn.transaction().map_err(be)?;
@@ -192,32 +193,15 @@ impl SqliteStore {
         self.audit_key.as_ref()
     }
 
-    /// Appends one audit event in its own transaction (for writes outside `commit`).
-    pub fn append_audit_event(&self, draft: AuditDraft) -> CoreResult<AuditEvent> {
-        let key = self.audit_key.clone();
-        self.write(|tx| append_audit(tx, draft, key.as_ref()))
-    }
-
-    /// Runs raw SQL on the writer; for migrations in tests and administrative checkpoints.
-    pub fn execute_batch(&self, sql: &str) -> CoreResult<()> {
-        self.writer.lock().execute_batch(sql).map_err(be)
-    }
-
     /// Checkpoints the WAL into the main file and truncates it, so that pages freed by a
-    /// secure delete leave no copy in the WAL.
-    pub fn checkpoint(&self) -> CoreResult<()> {
-        self.writer
+    /// secure delete leave no copy in the WAL. False when a reader kept it from completing.
+    fn checkpoint_wal(&self) -> CoreResult<bool> {
+        let busy: i64 = self
+            .writer
             .lock()
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(be)
-    }
-
-    /// Rewrites the database file without free pages.
-    pub fn vacuum(&self) -> CoreResult<()> {
-        let conn = self.writer.lock();
-        conn.execute_batch("VACUUM").map_err(be)?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(be)
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+            .map_err(be)?;
+        Ok(busy == 0)
     }
 }
 
@@ -885,5 +869,22 @@ impl ReceiptStore for SqliteStore {
         rows.iter()
             .map(|j| serde_json::from_str(j).map_err(be))
             .collect()
+    }
+}
+
+impl registry_core::store::Store for SqliteStore {
+    fn checkpoint(&self) -> CoreResult<bool> {
+        // A reader finishing its statement releases the WAL pages it held: retry briefly.
+        for _ in 0..50 {
+            if self.checkpoint_wal()? {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(false)
+    }
+
+    fn schema_version(&self) -> CoreResult<i64> {
+        SqliteStore::schema_version(self).map_err(Into::into)
     }
 }

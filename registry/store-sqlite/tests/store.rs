@@ -12,6 +12,11 @@ fn open(dir: &std::path::Path) -> SqliteStore {
     SqliteStore::open_dir(dir, StoreOptions::default()).unwrap()
 }
 
+/// Raw SQL on the store's file, as a tamperer with file access (or a migration test) runs it.
+fn sql(dir: &std::path::Path, sql: &str) -> rusqlite::Result<()> {
+    rusqlite::Connection::open(dir.join("registry.db"))?.execute_batch(sql)
+}
+
 fn record(text: &str, tenant: &str) -> AssetRecord {
     let mut meta = AssetMeta::new(
         AssetKind::Memory,
@@ -88,9 +93,11 @@ fn versions_are_immutable_and_history_keeps_them_all() {
     assert_eq!(h[0].meta.status, AssetStatus::Superseded);
     assert_eq!(s.get(&v1.meta.id).unwrap().unwrap().meta.version, 2);
     // The database itself refuses an in-place edit of a stored body.
-    let err = s
-        .execute_batch("UPDATE assets SET body = '{}' WHERE version = 1")
-        .unwrap_err();
+    let err = sql(
+        dir.path(),
+        "UPDATE assets SET body = '{}' WHERE version = 1",
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("immutable"));
 }
 
@@ -190,13 +197,11 @@ fn audit_chain_verifies_and_a_tampered_row_is_named() {
     }
     assert_eq!(verify_chain(s.audit_events(0, 1000).unwrap(), None), Ok(5));
     // The log refuses edits through SQL…
-    assert!(
-        s.execute_batch("UPDATE audit SET reason = 'x' WHERE seq = 3")
-            .is_err()
-    );
-    assert!(s.execute_batch("DELETE FROM audit WHERE seq = 3").is_err());
+    assert!(sql(dir.path(), "UPDATE audit SET reason = 'x' WHERE seq = 3").is_err());
+    assert!(sql(dir.path(), "DELETE FROM audit WHERE seq = 3").is_err());
     // …and a tamperer who drops the guard is caught by the chain.
-    s.execute_batch(
+    sql(
+        dir.path(),
         "DROP TRIGGER audit_no_update; UPDATE audit SET actor = 'mallory' WHERE seq = 3",
     )
     .unwrap();
@@ -233,7 +238,7 @@ fn a_keyed_store_seals_events_with_its_key_and_signs_checkpoints() {
     // Nothing new: no second checkpoint.
     s.checkpoint_audit().unwrap();
     assert_eq!(s.audit_checkpoints().unwrap(), vec![cp]);
-    assert!(s.execute_batch("DELETE FROM audit_checkpoints").is_err());
+    assert!(sql(dir.path(), "DELETE FROM audit_checkpoints").is_err());
 }
 
 #[test]
@@ -270,7 +275,7 @@ fn purge_removes_the_bytes_from_every_file() {
         AuditDraft::new("admin", "purge").asset(a.meta.id.clone()),
     )
     .unwrap();
-    s.checkpoint().unwrap();
+    registry_core::store::Store::checkpoint(&s).unwrap();
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let p = entry.unwrap().path();
         let bytes = std::fs::read(&p).unwrap();
@@ -322,7 +327,7 @@ fn purging_earlier_versions_keeps_the_head_and_the_edges() {
     assert_eq!(s.get(&id).unwrap().unwrap().meta.version, 3);
     assert_eq!(s.edges_to(&id).unwrap().len(), 1);
     assert!(verify_chain(s.audit_events(0, 100).unwrap(), None).is_ok());
-    s.checkpoint().unwrap();
+    registry_core::store::Store::checkpoint(&s).unwrap();
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let p = entry.unwrap().path();
         let bytes = std::fs::read(&p).unwrap();

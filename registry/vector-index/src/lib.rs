@@ -670,6 +670,10 @@ impl VectorIndex for EmbeddedVectorIndex {
         Ok(self.stale_ids(model_tag, limit)?)
     }
 
+    fn relabel(&self, keys: &[IndexKeys]) -> CoreResult<usize> {
+        Ok(EmbeddedVectorIndex::relabel(self, keys)?)
+    }
+
     fn len(&self) -> CoreResult<u64> {
         Ok(self.mem.read().slots.len() as u64)
     }

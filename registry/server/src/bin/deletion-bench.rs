@@ -23,8 +23,8 @@ use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::deletion::{DeletionLevel, Receipt};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::{Principal, Role};
-use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, TextIndex, VectorEntry, VectorIndex};
-use registry_core::store::{AssetStore, WriteOp};
+use registry_core::retrieval::{IndexKeys, TextDoc, VectorEntry};
+use registry_core::store::WriteOp;
 use registry_core::{Scope, SourceKind};
 use registry_knowledge::IngestRequest;
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
@@ -104,7 +104,7 @@ fn main() -> anyhow::Result<()> {
     let mut writer = Principal::new("acme", "ann");
     writer.roles = vec![Role::Writer];
     let t = Instant::now();
-    let out = registry_server::routes::knowledge::service(&state).ingest(
+    let out = state.services.knowledge.ingest(
         &writer,
         IngestRequest {
             source_id: Some("handbook.md".into()),
@@ -122,20 +122,18 @@ fn main() -> anyhow::Result<()> {
     );
     println!(
         "store before: text index {} docs, vector index {} vectors",
-        state.text.len()?,
-        state.vectors.len()?
+        state.services.backends.text.len()?,
+        state.services.backends.vectors.len()?
     );
 
     // (a) One document and its chunks, as DELETE /v1/knowledge/documents/{id} does it.
     let t = Instant::now();
-    let r = registry_server::routes::deletion::delete_assets(
-        &state,
+    let r = state.services.deletions.delete(
         &writer,
         std::slice::from_ref(&out.document_id),
         DeletionLevel::Purged,
         "bench: document deleted",
-    )
-    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    )?;
     report(
         &format!("(a) document with {} chunks", out.chunks),
         &r,
@@ -145,15 +143,12 @@ fn main() -> anyhow::Result<()> {
 
     // (b) Every asset of one subject, as DELETE /v1/subjects/{user} does it.
     let t = Instant::now();
-    let plan = registry_server::routes::deletion::plan_erasure(&state, "acme", "ann")
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let r = registry_server::routes::deletion::erase_subject_now(
-        &state,
+    let plan = state.services.plan_erasure("acme", "ann")?;
+    let r = state.services.erase(
         &Principal::new("acme", "ann"),
         plan,
         Some("bench: subject erasure".into()),
-    )
-    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    )?;
     report(
         &format!("(b) subject with {memories} memories"),
         &r,
@@ -162,8 +157,8 @@ fn main() -> anyhow::Result<()> {
     );
     println!(
         "store after: text index {} docs, vector index {} vectors",
-        state.text.len()?,
-        state.vectors.len()?
+        state.services.backends.text.len()?,
+        state.services.backends.vectors.len()?
     );
 
     drop(state);
@@ -235,8 +230,8 @@ impl Seeds {
             .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         Ok(Seeds {
-            vectors: state.embedder.embed(&refs)?,
-            model: state.embedder.info().tag(),
+            vectors: state.services.backends.embedder.embed(&refs)?,
+            model: state.services.backends.embedder.info().tag(),
             texts,
         })
     }
@@ -318,9 +313,9 @@ fn bulk_memories(
                 body: serde_json::to_value(&body)?,
             })));
         }
-        state.store.commit(ops)?;
-        state.text.upsert(&docs)?;
-        state.vectors.upsert(&vecs)?;
+        state.services.backends.store.commit(ops)?;
+        state.services.backends.text.upsert(&docs)?;
+        state.services.backends.vectors.upsert(&vecs)?;
         done += m;
     }
     Ok(())

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use registry_core::asset::AssetKind;
 use registry_core::principal::{Principal, Role};
-use registry_core::store::{AssetQuery, AssetStore};
+use registry_core::store::AssetQuery;
 use registry_knowledge::service::{FusionKind, SearchLegs};
 use registry_knowledge::{IngestRequest, SearchRequest};
 use registry_server::config::Config;
@@ -128,11 +128,13 @@ fn main() -> anyhow::Result<()> {
         ..Config::default()
     };
     let state = AppState::open(config)?;
-    let svc = registry_server::routes::knowledge::service(&state);
+    let svc = &state.services.knowledge;
     let mut p = Principal::new("bench", "bench");
     p.roles = vec![Role::Admin];
 
     let existing = state
+        .services
+        .backends
         .store
         .find(&AssetQuery {
             kind: Some(AssetKind::Document),

@@ -14,8 +14,8 @@ use chrono::{Duration, Utc};
 use rand::Rng;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::hash::sha256_hex;
-use registry_core::retrieval::{TextDoc, TextIndex, VectorEntry, VectorIndex};
-use registry_core::store::{AssetStore, WriteOp};
+use registry_core::retrieval::{TextDoc, VectorEntry};
+use registry_core::store::WriteOp;
 use registry_core::{Principal, Scope, SourceKind};
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
 use registry_memory::search::SearchRequest;
@@ -108,7 +108,7 @@ fn main() -> anyhow::Result<()> {
     };
     config.jobs.enabled = false;
     let state = AppState::open(config)?;
-    let svc = registry_server::jobs::memory_service(&state);
+    let svc = state.services.memory.clone();
     let ann = Principal::new("acme", "ann");
     println!("memory-bench: data dir {}", dir.display());
     let search_only = args.iter().any(|a| a == "--search-only");
@@ -192,8 +192,8 @@ fn write_and_bulk(
     // 3. Bulk: `total` memories, `in_user` of them in ann's scope.
     let seeds: Vec<String> = (0..256).map(|i| sentence(&mut rng, i)).collect();
     let seed_refs: Vec<&str> = seeds.iter().map(String::as_str).collect();
-    let seed_vecs = state.search.embedder.embed(&seed_refs)?;
-    let model = state.search.embedder.info().tag();
+    let seed_vecs = state.services.search.embedder.embed(&seed_refs)?;
+    let model = state.services.search.embedder.info().tag();
     let t_bulk = Instant::now();
     let chunk = 10_000;
     let mut done = 0;
@@ -271,9 +271,9 @@ fn write_and_bulk(
             });
             ops.push(WriteOp::PutVersion(Box::new(rec)));
         }
-        state.store.commit(ops)?;
-        state.text.upsert(&docs)?;
-        state.vectors.upsert(&vecs)?;
+        state.services.backends.store.commit(ops)?;
+        state.services.backends.text.upsert(&docs)?;
+        state.services.backends.vectors.upsert(&vecs)?;
         done += n;
         if done % 100_000 == 0 || done == total {
             eprintln!(
@@ -288,8 +288,8 @@ fn write_and_bulk(
     );
     println!(
         "text index: {} docs, vector index: {} vectors",
-        state.text.len()?,
-        state.vectors.len()?
+        state.services.backends.text.len()?,
+        state.services.backends.vectors.len()?
     );
 
     writes_in_a_full_store(svc, ann, total, in_user)?;

@@ -3,17 +3,17 @@
 //!
 //! `cargo run --release -p registry-server --bin skills-bench -- [N]`
 //!
-//! Setup goes through the service layer (`registry_server::skills`), not HTTP: publish, test
-//! results, review and promote for every skill, with per-step index writes deferred and one
-//! `reindex` at the end. Discovery is measured at the service layer too (BM25 + one SQLite
+//! Setup goes through the service layer (`registry_skills`), not HTTP: publish, test
+//! results, review and promote for every skill (each promote indexes its release), and one
+//! `reindex` at the end, timed. Discovery is measured at the service layer too (BM25 + one SQLite
 //! lookup by id), single-threaded, over 1,000 queries.
 
 use std::time::{Duration, Instant};
 
 use registry_core::principal::{Principal, Role};
 use registry_server::config::Config;
-use registry_server::skills::{self as svc, Decision, ReviewRequest, TestResultsRequest};
 use registry_server::state::AppState;
+use registry_skills::{Decision, ReviewRequest, TestResultsRequest};
 use skills_sdk::ArchiveLimits;
 
 const WORDS: &[&str] = &[
@@ -138,35 +138,47 @@ fn write_skill(dir: &std::path::Path, name: &str, desc: &str, extra: Option<&[u8
 
 fn release(state: &AppState, ann: &Principal, rita: &Principal, bytes: &[u8]) -> Duration {
     let t = Instant::now();
-    let out = svc::publish(state, ann, bytes, None).expect("publish");
+    let out = state
+        .services
+        .skills
+        .publish(ann, bytes, None)
+        .expect("publish");
     let publish = t.elapsed();
     let (name, version) = (
         out.version.body.name.clone(),
         out.version.body.version.clone(),
     );
-    svc::record_tests(
-        state,
-        ann,
-        &name,
-        &version,
-        TestResultsRequest {
-            digest: out.version.body.digest.clone(),
-            results: vec![],
-        },
-    )
-    .expect("tests");
-    svc::review(
-        state,
-        rita,
-        &name,
-        &version,
-        ReviewRequest {
-            decision: Decision::Approve,
-            comment: "bench".into(),
-        },
-    )
-    .expect("review");
-    svc::promote(state, ann, &name, &version).expect("promote");
+    state
+        .services
+        .skills
+        .record_tests(
+            ann,
+            &name,
+            &version,
+            TestResultsRequest {
+                digest: out.version.body.digest.clone(),
+                results: vec![],
+            },
+        )
+        .expect("tests");
+    state
+        .services
+        .skills
+        .review(
+            rita,
+            &name,
+            &version,
+            ReviewRequest {
+                decision: Decision::Approve,
+                comment: "bench".into(),
+            },
+        )
+        .expect("review");
+    state
+        .services
+        .skills
+        .promote(ann, &name, &version)
+        .expect("promote");
     publish
 }
 
@@ -189,7 +201,6 @@ fn main() {
 
     println!("skills-bench: {n} skills, data in {}", tmp.display());
     let setup = Instant::now();
-    svc::set_deferred_indexing(true);
     let src = tmp.join("src");
     for i in 0..n {
         let name = format!("{}-{}-{i}", rng.word(), rng.word());
@@ -213,9 +224,8 @@ fn main() {
             );
         }
     }
-    svc::set_deferred_indexing(false);
     let t = Instant::now();
-    let indexed = svc::reindex(&state).expect("reindex");
+    let indexed = state.services.skills.reindex().expect("reindex");
     println!(
         "setup: {n} skills through publish/test/review/promote in {:.1}s; reindex of {indexed} entries {:.1}s",
         setup.elapsed().as_secs_f64(),
@@ -226,14 +236,22 @@ fn main() {
     let mut reader = Principal::new("acme", "reader");
     reader.roles = vec![Role::Reader];
     for _ in 0..50 {
-        svc::discover(&state, &reader, Some(&rng.words(2)), 10).unwrap();
+        state
+            .services
+            .skills
+            .discover(&reader, Some(&rng.words(2)), 10)
+            .unwrap();
     }
     let mut lat = vec![];
     let mut tokens = vec![];
     for _ in 0..1000 {
         let q = rng.words(2);
         let t = Instant::now();
-        let hits = svc::discover(&state, &reader, Some(&q), 10).unwrap();
+        let hits = state
+            .services
+            .skills
+            .discover(&reader, Some(&q), 10)
+            .unwrap();
         lat.push(t.elapsed());
         tokens.extend(hits.iter().map(|h| h.tokens));
     }
@@ -273,7 +291,11 @@ fn main() {
         );
         let packed = skills_sdk::pack_dir(&dir, &ArchiveLimits::default()).unwrap();
         let t = Instant::now();
-        svc::publish(&state, &ann, &packed.bytes, None).unwrap();
+        state
+            .services
+            .skills
+            .publish(&ann, &packed.bytes, None)
+            .unwrap();
         pubs.push(t.elapsed());
         if i == 0 {
             println!("1 MB skill: archive {} bytes", packed.bytes.len());

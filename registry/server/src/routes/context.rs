@@ -5,10 +5,10 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use utoipa::{OpenApi, ToSchema};
 
-use crate::context::{self, PackRequest};
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, Auth};
 use crate::state::AppState;
+use registry_context::PackRequest;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -67,7 +67,7 @@ pub async fn create_pack(
     ApiJson(req): ApiJson<PackRequest>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| to_json(&context::compile(s, &p, &req)?))
+        .blocking(move |s| to_json(&s.services.context.compile(&p, &req)?))
         .await
 }
 
@@ -81,7 +81,7 @@ pub async fn get_manifest(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| to_json(&context::load(s, &p, &id)?))
+        .blocking(move |s| to_json(&s.services.context.load(&p, &id)?))
         .await
 }
 
@@ -96,10 +96,6 @@ pub async fn compare_packs(
     Path((id, other)): Path<(String, String)>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| {
-            let a = context::load(s, &p, &id)?;
-            let b = context::load(s, &p, &other)?;
-            to_json(&context::compare(&a, &b))
-        })
+        .blocking(move |s| to_json(&s.services.context.compare(&p, &id, &other)?))
         .await
 }

@@ -1,13 +1,10 @@
 //! Knowledge: documents ingested as governed evidence, and the evidence search.
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
 
-use registry_core::store::AssetStore;
-use registry_knowledge::{IngestRequest, KnowledgeConfig, KnowledgeService, SearchRequest};
+use registry_knowledge::{IngestRequest, SearchRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
@@ -47,21 +44,6 @@ pub fn router() -> Router<AppState> {
             get(get_document).delete(delete_document),
         )
         .route("/v1/knowledge/search", post(search_knowledge))
-}
-
-/// The knowledge service over the server's store and indexes (cheap: handles only).
-pub fn service(s: &AppState) -> KnowledgeService {
-    let store: Arc<dyn AssetStore> = s.store.clone();
-    KnowledgeService::new(store, s.search.clone(), KnowledgeConfig::default())
-}
-
-impl From<registry_knowledge::Error> for ApiError {
-    fn from(e: registry_knowledge::Error) -> Self {
-        if let registry_knowledge::Error::Core(c) = e {
-            return c.into();
-        }
-        ApiError::new(e.code(), e.to_string()).with_details(e.details())
-    }
 }
 
 /// A document to ingest (schema of `POST /v1/knowledge/documents`).
@@ -162,7 +144,7 @@ pub async fn ingest_document(
 ) -> ApiResult<(axum::http::StatusCode, axum::Json<serde_json::Value>)> {
     state
         .blocking(move |s| {
-            let out = service(s).ingest(&p, req)?;
+            let out = s.services.knowledge.ingest(&p, req)?;
             let code = match out.status {
                 registry_knowledge::service::IngestStatus::Unchanged => axum::http::StatusCode::OK,
                 _ => axum::http::StatusCode::CREATED,
@@ -182,7 +164,11 @@ pub async fn get_document(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| Ok(axum::Json(to_json(&service(s).get_document(&p, &id)?)?)))
+        .blocking(move |s| {
+            Ok(axum::Json(to_json(
+                &s.services.knowledge.get_document(&p, &id)?,
+            )?))
+        })
         .await
 }
 
@@ -200,7 +186,8 @@ pub async fn delete_document(
 ) -> ApiResult<axum::Json<registry_core::deletion::Receipt>> {
     state
         .blocking(move |s| {
-            let doc = crate::routes::system::visible_record(s.store.as_ref(), &p, &id)?;
+            let doc =
+                crate::routes::system::visible_record(s.services.backends.store.as_ref(), &p, &id)?;
             if doc.meta.kind != registry_core::asset::AssetKind::Document {
                 return Err(ApiError::not_found(format!("no document {id}")));
             }
@@ -209,8 +196,7 @@ pub async fn delete_document(
                     "the writer role in the document's scope is required",
                 ));
             }
-            let receipt = crate::routes::deletion::delete_assets(
-                s,
+            let receipt = s.services.deletions.delete(
                 &p,
                 std::slice::from_ref(&id),
                 registry_core::deletion::DeletionLevel::Purged,
@@ -241,7 +227,10 @@ pub async fn list_documents(
     let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
     state
         .blocking(move |s| {
-            let docs = service(s).list_documents(&p, limit, q.after.as_deref())?;
+            let docs = s
+                .services
+                .knowledge
+                .list_documents(&p, limit, q.after.as_deref())?;
             Ok(axum::Json(DocumentList {
                 documents: docs.iter().map(to_json).collect::<ApiResult<_>>()?,
             }))
@@ -262,7 +251,7 @@ pub async fn search_knowledge(
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| Ok(axum::Json(to_json(&service(s).search(&p, req)?)?)))
+        .blocking(move |s| Ok(axum::Json(to_json(&s.services.knowledge.search(&p, req)?)?)))
         .await
 }
 
@@ -348,7 +337,7 @@ fn collect_files(
 
 /// Runs `registry knowledge …` on the full state; returns the exit code.
 pub fn run_cli(state: &AppState, cmd: &KnowledgeCommand) -> anyhow::Result<i32> {
-    let svc = service(state);
+    let svc = &state.services.knowledge;
     let a = match cmd {
         KnowledgeCommand::Reindex => {
             let n = svc.reindex()?;

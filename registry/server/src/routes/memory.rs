@@ -5,16 +5,14 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::{get, post};
-use registry_core::ErrorCode;
+use registry_memory::WriteRequest;
 use registry_memory::search::SearchRequest;
 use registry_memory::service::FeedbackRequest;
-use registry_memory::{Error as MemError, WriteRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
-use crate::jobs::memory_service;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -57,41 +55,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/memories/{id}/feedback", post(feedback))
         .route("/v1/memories/{id}/confirm", post(confirm))
         .route("/v1/memories/{id}/reject", post(reject))
-}
-
-impl From<MemError> for ApiError {
-    fn from(e: MemError) -> Self {
-        let msg = e.to_string();
-        match e {
-            MemError::Core(c) => c.into(),
-            MemError::Rejected(reasons) => ApiError::new(ErrorCode::WriteGateRejected, msg)
-                .with_details(serde_json::json!({ "decision": "rejected", "reasons": reasons })),
-            MemError::IdempotencyKeyReused => ApiError::new(ErrorCode::IdempotencyKeyReused, msg)
-                .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
-            MemError::TooLarge { field, len, limit } => {
-                ApiError::new(ErrorCode::PayloadTooLarge, msg).with_details(
-                    serde_json::json!({ "field": field, "reason": "too_large", "len": len, "limit": limit }),
-                )
-            }
-            MemError::Forbidden { reasons, .. } => {
-                ApiError::forbidden(msg).with_details(if reasons.is_empty() {
-                    serde_json::Value::Null
-                } else {
-                    serde_json::json!({ "reasons": reasons })
-                })
-            }
-            MemError::NotFound(_) => ApiError::not_found(msg),
-            MemError::Invalid { field, .. } => ApiError::validation(msg)
-                .with_details(serde_json::json!({ "field": field, "reason": "invalid" })),
-            MemError::Transition {
-                from,
-                action,
-                allowed,
-            } => ApiError::new(ErrorCode::InvalidTransition, msg).with_details(serde_json::json!({
-                "state": from, "action": action, "allowed_transitions": allowed
-            })),
-        }
-    }
 }
 
 /// A memory to write. Fields: `class` (working, episodic, semantic, procedural), `content`,
@@ -180,7 +143,7 @@ pub async fn write_memory(
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     let key = idempotency_key(&headers)?;
     state
-        .blocking(move |s| json(memory_service(s).write(&p, &req, key.as_deref())?))
+        .blocking(move |s| json(s.services.memory.write(&p, &req, key.as_deref())?))
         .await
 }
 
@@ -223,7 +186,9 @@ pub async fn write_batch(
     }
     state
         .blocking(move |s| {
-            let results: Vec<serde_json::Value> = memory_service(s)
+            let results: Vec<serde_json::Value> = s
+                .services
+                .memory
                 .write_batch(&p, &req.memories, key.as_deref())
                 .into_iter()
                 .enumerate()
@@ -255,7 +220,7 @@ pub async fn search_memories(
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     let res = state
-        .blocking(move |s| Ok(memory_service(s).search(&p, &req)?))
+        .blocking(move |s| Ok(s.services.memory.search(&p, &req)?))
         .await?;
     json(res)
 }
@@ -270,7 +235,7 @@ pub async fn get_memory(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| json(memory_service(s).get(&p, &id)?))
+        .blocking(move |s| json(s.services.memory.get(&p, &id)?))
         .await
 }
 
@@ -285,7 +250,7 @@ pub async fn feedback(
     ApiJson(req): ApiJson<FeedbackRequest>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| json(memory_service(s).feedback(&p, &id, &req)?))
+        .blocking(move |s| json(s.services.memory.feedback(&p, &id, &req)?))
         .await
 }
 
@@ -307,7 +272,7 @@ pub async fn review_queue(
     let limit = q.limit.unwrap_or(100).min(1000) as usize;
     state
         .blocking(move |s| {
-            let list = memory_service(s).review_queue(&p, limit)?;
+            let list = s.services.memory.review_queue(&p, limit)?;
             Ok(axum::Json(ReviewList {
                 memories: list
                     .into_iter()
@@ -329,7 +294,7 @@ pub async fn confirm(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| json(memory_service(s).confirm(&p, &id)?))
+        .blocking(move |s| json(s.services.memory.confirm(&p, &id)?))
         .await
 }
 
@@ -344,7 +309,7 @@ pub async fn reject(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<serde_json::Value>> {
     state
-        .blocking(move |s| json(memory_service(s).reject(&p, &id)?))
+        .blocking(move |s| json(s.services.memory.reject(&p, &id)?))
         .await
 }
 
@@ -382,10 +347,9 @@ pub async fn revoke(
     state
         .blocking(move |s| {
             // The service checks visibility and the right to delete, then revokes.
-            let axum::Json(mut answer) = json(memory_service(s).revoke(&p, &id)?)?;
+            let axum::Json(mut answer) = json(s.services.memory.revoke(&p, &id)?)?;
             if purge {
-                let receipt = crate::routes::deletion::delete_assets(
-                    s,
+                let receipt = s.services.deletions.delete(
                     &p,
                     std::slice::from_ref(&id),
                     registry_core::deletion::DeletionLevel::Purged,

@@ -21,7 +21,6 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery as Query, RetrieverAuth};
-use crate::jobs::memory_service;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -122,7 +121,7 @@ fn hits(
     }
     let mut out = vec![];
     if sources.contains(&RetrieveSource::Memory) {
-        let res = memory_service(s).search_candidates(
+        let res = s.services.memory.search_candidates(
             p,
             &MemorySearch {
                 query: query.to_string(),
@@ -158,7 +157,7 @@ fn hits(
         }
     }
     if sources.contains(&RetrieveSource::Knowledge) {
-        let ans = crate::routes::knowledge::service(s).search(
+        let ans = s.services.knowledge.search(
             p,
             registry_knowledge::SearchRequest {
                 query: query.to_string(),
@@ -202,7 +201,7 @@ fn hits(
         .filter(|h| h.metadata["source_type"] == "memory")
         .filter_map(|h| h.metadata["id"].as_str().map(String::from))
         .collect();
-    memory_service(s).record_use(&served)?;
+    s.services.memory.record_use(&served)?;
     Ok(out)
 }
 

@@ -1,6 +1,6 @@
 //! Skills: publish (`.skill` archive as `application/octet-stream`), the lifecycle steps, and
 //! the three disclosure levels (discover, select, load). Service logic lives in
-//! `crate::skills`.
+//! `registry_skills`.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -11,17 +11,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use registry_core::ErrorCode;
 use registry_core::principal::Principal;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, OpenApi, ToSchema};
+use serde::Deserialize;
+use utoipa::{IntoParams, OpenApi};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
-use crate::skills::{
-    self as svc, Decision, DeprecateRequest, Deprecation, DiscoverView, LifecycleState, Loaded,
-    ReviewRecord, ReviewRequest, RollbackRequest, TestResult, TestResultsRequest, TestRun,
-    YankRequest,
-};
 use crate::state::AppState;
+use registry_skills::{
+    Decision, DeprecateRequest, Deprecation, DiscoverList, DiscoverView, InstructionsView,
+    LifecycleState, Loaded, ReviewRecord, ReviewRequest, RollbackRequest, SelectView, TestResult,
+    TestResultsRequest, TestRun, VersionSummary, VersionView, YankRequest,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -109,15 +109,6 @@ pub struct DiscoverParams {
     pub limit: Option<usize>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DiscoverList {
-    pub skills: Vec<DiscoverView>,
-    /// Sum of the entries' token counts.
-    pub total_tokens: usize,
-    /// The tokenizer that counted (the embedding model's WordPiece tokenizer).
-    pub tokenizer: String,
-}
-
 /// Discover: the current releases the caller may see (own tenant and global), about 100 tokens
 /// each.
 #[utoipa::path(get, path = "/v1/skills", security(("bearer" = [])), params(DiscoverParams),
@@ -128,77 +119,14 @@ pub async fn discover(
     Query(q): Query<DiscoverParams>,
 ) -> ApiResult<axum::Json<DiscoverList>> {
     state
-        .blocking(move |s| Ok(axum::Json(discover_list(s, &p, q.q.as_deref(), q.limit)?)))
+        .blocking(move |s| {
+            Ok(axum::Json(s.services.skills.discover_list(
+                &p,
+                q.q.as_deref(),
+                q.limit,
+            )?))
+        })
         .await
-}
-
-/// The discover answer, shared by HTTP and MCP.
-pub fn discover_list(
-    s: &AppState,
-    p: &Principal,
-    q: Option<&str>,
-    limit: Option<usize>,
-) -> ApiResult<DiscoverList> {
-    let limit = limit.unwrap_or(20).clamp(1, 200);
-    let skills = svc::discover(s, p, q, limit)?;
-    Ok(DiscoverList {
-        total_tokens: skills.iter().map(|e| e.tokens).sum(),
-        tokenizer: registry_core::retrieval::Embedder::info(s.embedder.as_ref()).tag(),
-        skills,
-    })
-}
-
-/// A version as the API shows it (no archive bytes).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VersionView {
-    pub id: String,
-    pub name: String,
-    pub version: String,
-    pub digest: String,
-    pub state: LifecycleState,
-    pub allowed_transitions: Vec<String>,
-    pub author: String,
-    pub scope: String,
-    pub archive_sha256: String,
-    pub archive_size: u64,
-    #[schema(value_type = Object)]
-    pub frontmatter: serde_json::Value,
-    #[schema(value_type = Object)]
-    pub manifest: serde_json::Value,
-    /// The canonical file tree: path, executable, size, sha256.
-    #[schema(value_type = Vec<Object>)]
-    pub files: serde_json::Value,
-    pub discover: DiscoverView,
-    pub tests: Option<TestRun>,
-    pub reviews: Vec<ReviewRecord>,
-    pub deprecation: Option<Deprecation>,
-    pub yank_reason: Option<String>,
-}
-
-impl VersionView {
-    fn of(l: &Loaded) -> Self {
-        let b = &l.body;
-        VersionView {
-            id: l.rec.meta.id.clone(),
-            name: b.name.clone(),
-            version: b.version.clone(),
-            digest: b.digest.clone(),
-            state: b.state,
-            allowed_transitions: b.state.allowed().iter().map(|s| s.to_string()).collect(),
-            author: b.author.clone(),
-            scope: b.scope.clone(),
-            archive_sha256: b.archive_sha256.clone(),
-            archive_size: b.archive_size,
-            frontmatter: b.frontmatter.clone(),
-            manifest: serde_json::to_value(&b.manifest).unwrap_or_default(),
-            files: serde_json::to_value(&b.files).unwrap_or_default(),
-            discover: b.discover.clone(),
-            tests: b.tests.clone(),
-            reviews: b.reviews.clone(),
-            deprecation: b.deprecation.clone(),
-            yank_reason: b.yank_reason.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -247,7 +175,10 @@ pub async fn publish(
     let bytes = body_bytes(body)?;
     state
         .blocking(move |s| {
-            let out = svc::publish(s, &p, &bytes, q.version.as_deref())?;
+            let out = s
+                .services
+                .skills
+                .publish(&p, &bytes, q.version.as_deref())?;
             let status = if out.created {
                 StatusCode::CREATED
             } else {
@@ -269,28 +200,6 @@ pub struct SelectParams {
     pub environment: Option<String>,
     /// Show this version instead of the current release.
     pub version: Option<String>,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct VersionSummary {
-    pub version: String,
-    pub digest: String,
-    pub state: LifecycleState,
-    pub yanked: bool,
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SelectView {
-    pub name: String,
-    /// The current release, if any version is released.
-    pub current: Option<String>,
-    /// Every version, oldest first (drafts and yanked included, with their state).
-    pub versions: Vec<VersionSummary>,
-    /// The version shown: `?version=`, else the current release, else the newest.
-    pub selected: VersionView,
-    /// Whether the caller's declared tools, permissions and environment cover the skill's.
-    pub executable: bool,
-    pub reasons: Vec<String>,
 }
 
 fn split_list(s: Option<&str>) -> Vec<String> {
@@ -317,8 +226,7 @@ pub async fn select(
 ) -> ApiResult<axum::Json<SelectView>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(select_view(
-                s,
+            Ok(axum::Json(s.services.skills.select_view(
                 &p,
                 &name,
                 q.version.as_deref(),
@@ -328,43 +236,6 @@ pub async fn select(
             )?))
         })
         .await
-}
-
-/// The select answer, shared by HTTP and MCP.
-pub fn select_view(
-    s: &AppState,
-    p: &Principal,
-    name: &str,
-    version: Option<&str>,
-    tools: &[String],
-    permissions: &[String],
-    environment: &[String],
-) -> ApiResult<SelectView> {
-    let versions = svc::visible_versions(s, p, name)?;
-    let current = svc::current_release(s, &versions)?;
-    let selected = match (version, &current) {
-        (Some(v), _) => versions.iter().find(|l| l.body.version == v),
-        (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
-        (None, None) => versions.last(),
-    }
-    .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
-    let (executable, reasons) = svc::executable_check(selected, tools, permissions, environment);
-    Ok(SelectView {
-        name: name.to_string(),
-        current: current.map(|c| c.version),
-        versions: versions
-            .iter()
-            .map(|l| VersionSummary {
-                version: l.body.version.clone(),
-                digest: l.body.digest.clone(),
-                state: l.body.state,
-                yanked: l.body.state == LifecycleState::Yanked,
-            })
-            .collect(),
-        selected: VersionView::of(selected),
-        executable,
-        reasons,
-    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -383,16 +254,16 @@ pub async fn get_version(
 ) -> ApiResult<axum::Json<VersionView>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(VersionView::of(&svc::find_version(
-                s, &p, &v.name, &v.version,
-            )?)))
+            Ok(axum::Json(VersionView::of(
+                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+            )))
         })
         .await
 }
 
 async fn run_step<F>(state: AppState, p: Principal, f: F) -> ApiResult<axum::Json<VersionView>>
 where
-    F: FnOnce(&AppState, &Principal) -> ApiResult<Loaded> + Send + 'static,
+    F: FnOnce(&AppState, &Principal) -> registry_skills::Result<Loaded> + Send + 'static,
 {
     state
         .blocking(move |s| Ok(axum::Json(VersionView::of(&f(s, &p)?))))
@@ -413,7 +284,7 @@ pub async fn record_tests(
     ApiJson(req): ApiJson<TestResultsRequest>,
 ) -> ApiResult<axum::Json<VersionView>> {
     run_step(state, p, move |s, p| {
-        svc::record_tests(s, p, &v.name, &v.version, req)
+        s.services.skills.record_tests(p, &v.name, &v.version, req)
     })
     .await
 }
@@ -431,7 +302,7 @@ pub async fn review(
     ApiJson(req): ApiJson<ReviewRequest>,
 ) -> ApiResult<axum::Json<VersionView>> {
     run_step(state, p, move |s, p| {
-        svc::review(s, p, &v.name, &v.version, req)
+        s.services.skills.review(p, &v.name, &v.version, req)
     })
     .await
 }
@@ -447,7 +318,7 @@ pub async fn promote(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<axum::Json<VersionView>> {
     run_step(state, p, move |s, p| {
-        svc::promote(s, p, &v.name, &v.version)
+        s.services.skills.promote(p, &v.name, &v.version)
     })
     .await
 }
@@ -463,7 +334,7 @@ pub async fn deprecate(
     ApiJson(req): ApiJson<DeprecateRequest>,
 ) -> ApiResult<axum::Json<VersionView>> {
     run_step(state, p, move |s, p| {
-        svc::deprecate(s, p, &v.name, &v.version, req)
+        s.services.skills.deprecate(p, &v.name, &v.version, req)
     })
     .await
 }
@@ -491,9 +362,11 @@ pub async fn delete_version(
 ) -> ApiResult<axum::Json<registry_core::deletion::Receipt>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(svc::delete_version(
-                s, &p, &v.name, &v.version, q.reason,
-            )?))
+            Ok(axum::Json(
+                s.services
+                    .skills
+                    .delete_version(&p, &v.name, &v.version, q.reason)?,
+            ))
         })
         .await
 }
@@ -516,7 +389,7 @@ pub async fn yank(
         serde_json::from_slice(&body).map_err(|e| ApiError::validation(e.to_string()))?
     };
     run_step(state, p, move |s, p| {
-        svc::yank(s, p, &v.name, &v.version, req)
+        s.services.skills.yank(p, &v.name, &v.version, req)
     })
     .await
 }
@@ -529,7 +402,10 @@ pub async fn unyank(
     Auth(p): Auth,
     Path(v): Path<VersionPath>,
 ) -> ApiResult<axum::Json<VersionView>> {
-    run_step(state, p, move |s, p| svc::unyank(s, p, &v.name, &v.version)).await
+    run_step(state, p, move |s, p| {
+        s.services.skills.unyank(p, &v.name, &v.version)
+    })
+    .await
 }
 
 /// Rollback: point the current release of `name` back to an earlier released version.
@@ -542,34 +418,14 @@ pub async fn rollback(
     Path(name): Path<String>,
     ApiJson(req): ApiJson<RollbackRequest>,
 ) -> ApiResult<axum::Json<VersionView>> {
-    run_step(state, p, move |s, p| svc::rollback(s, p, &name, req)).await
-}
-
-#[derive(Debug, Serialize, ToSchema)]
-pub struct InstructionsView {
-    pub name: String,
-    pub version: String,
-    pub digest: String,
-    /// The Markdown body of `SKILL.md`.
-    pub instructions: String,
-    pub tokens: usize,
+    run_step(state, p, move |s, p| {
+        s.services.skills.rollback(p, &name, req)
+    })
+    .await
 }
 
 fn instructions_of(s: &AppState, l: &Loaded) -> ApiResult<axum::Json<InstructionsView>> {
-    instructions_view(s, l).map(axum::Json)
-}
-
-/// The load answer, shared by HTTP and MCP.
-pub fn instructions_view(s: &AppState, l: &Loaded) -> ApiResult<InstructionsView> {
-    let text = svc::instructions(s, l)?;
-    let tokens = registry_core::retrieval::Embedder::count_tokens(s.embedder.as_ref(), &text)?;
-    Ok(InstructionsView {
-        name: l.body.name.clone(),
-        version: l.body.version.clone(),
-        digest: l.body.digest.clone(),
-        instructions: text,
-        tokens,
-    })
+    Ok(axum::Json(s.services.skills.instructions_view(l)?))
 }
 
 fn with_headers(l: &Loaded, mut resp: Response) -> Response {
@@ -588,7 +444,7 @@ fn with_headers(l: &Loaded, mut resp: Response) -> Response {
 }
 
 fn file_of(s: &AppState, l: &Loaded, path: &str) -> ApiResult<Response> {
-    let f = svc::file(s, l, path)?;
+    let f = s.services.skills.file(l, path)?;
     let mut resp = (
         [(header::CONTENT_TYPE, "application/octet-stream")],
         f.contents,
@@ -602,7 +458,7 @@ fn file_of(s: &AppState, l: &Loaded, path: &str) -> ApiResult<Response> {
 }
 
 fn archive_of(s: &AppState, l: &Loaded) -> ApiResult<Response> {
-    let bytes = svc::archive_bytes(s, l)?;
+    let bytes = s.services.skills.archive_bytes(l)?;
     let resp = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
     Ok(with_headers(l, resp))
 }
@@ -617,7 +473,9 @@ pub async fn instructions(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| instructions_of(s, &svc::find_version(s, &p, &v.name, &v.version)?))
+        .blocking(move |s| {
+            instructions_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?)
+        })
         .await
 }
 
@@ -640,7 +498,13 @@ pub async fn file(
     Path(v): Path<FilePath>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| file_of(s, &svc::find_version(s, &p, &v.name, &v.version)?, &v.path))
+        .blocking(move |s| {
+            file_of(
+                s,
+                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+                &v.path,
+            )
+        })
         .await
 }
 
@@ -656,7 +520,7 @@ pub async fn archive(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &svc::find_version(s, &p, &v.name, &v.version)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?))
         .await
 }
 
@@ -677,9 +541,9 @@ pub async fn by_digest(
 ) -> ApiResult<axum::Json<VersionView>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(VersionView::of(&svc::find_by_digest(
-                s, &p, &digest,
-            )?)))
+            Ok(axum::Json(VersionView::of(
+                &s.services.skills.find_by_digest(&p, &digest)?,
+            )))
         })
         .await
 }
@@ -693,7 +557,7 @@ pub async fn by_digest_instructions(
     Path(digest): Path<String>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| instructions_of(s, &svc::find_by_digest(s, &p, &digest)?))
+        .blocking(move |s| instructions_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
         .await
 }
 
@@ -707,7 +571,13 @@ pub async fn by_digest_file(
     Path(v): Path<DigestFilePath>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| file_of(s, &svc::find_by_digest(s, &p, &v.digest)?, &v.path))
+        .blocking(move |s| {
+            file_of(
+                s,
+                &s.services.skills.find_by_digest(&p, &v.digest)?,
+                &v.path,
+            )
+        })
         .await
 }
 
@@ -721,6 +591,6 @@ pub async fn by_digest_archive(
     Path(digest): Path<String>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &svc::find_by_digest(s, &p, &digest)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
         .await
 }

@@ -48,7 +48,10 @@ pub struct Health {
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
     let v = state
-        .blocking(|s| s.store.schema_version().map_err(ApiError::internal))
+        .blocking(|s| {
+            registry_core::store::Store::schema_version(s.services.backends.store.as_ref())
+                .map_err(ApiError::from)
+        })
         .await?;
     Ok(axum::Json(Health {
         status: "ok".into(),
@@ -132,7 +135,7 @@ pub async fn get_asset(
     state
         .blocking(move |s| {
             Ok(axum::Json(AssetView::of(&visible_record(
-                s.store.as_ref(),
+                s.services.backends.store.as_ref(),
                 &p,
                 &id,
             )?)))
@@ -179,7 +182,7 @@ pub async fn list_assets(
             let mut cursor = match &q.after {
                 None => None,
                 Some(id) => {
-                    let r = visible_record(s.store.as_ref(), &p, id)?;
+                    let r = visible_record(s.services.backends.store.as_ref(), &p, id)?;
                     Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
                 }
             };
@@ -188,7 +191,7 @@ pub async fn list_assets(
             let mut assets = vec![];
             let mut more = false;
             'pages: loop {
-                let page = s.store.find(&AssetQuery {
+                let page = s.services.backends.store.find(&AssetQuery {
                     kind,
                     scope_keys: Some(p.visible_scope_keys()),
                     heads_only: true,
@@ -292,11 +295,11 @@ pub async fn list_audit(
             let mut out = vec![];
             let mut after = after;
             while out.len() < limit {
-                let batch = s.store.audit_events(after, 1000)?;
+                let batch = s.services.backends.store.audit_events(after, 1000)?;
                 let Some(last) = batch.last() else { break };
                 after = last.seq;
                 for e in batch.into_iter().filter(|e| audit_shows(&p, e)) {
-                    if !in_member_projects(s.store.as_ref(), &p, &e)? {
+                    if !in_member_projects(s.services.backends.store.as_ref(), &p, &e)? {
                         continue;
                     }
                     out.push(serde_json::to_value(e).unwrap_or_default());
@@ -343,7 +346,7 @@ pub async fn verify_audit(
     state
         .blocking(move |s| {
             let tenant = (!p.platform).then_some(p.tenant.as_str());
-            let v = crate::audit::verify(s.store.as_ref(), &s.config, &s.audit_key, tenant)?;
+            let v = s.services.audit.verify(tenant)?;
             Ok(axum::Json(AuditVerify::from(v)))
         })
         .await

@@ -1,4 +1,4 @@
-//! The skills service: publishing, the Draft → Test → Review → Published lifecycle, the
+//! The skills domain: publishing, the Draft → Test → Review → Published lifecycle, the
 //! release pointer per name, and the three disclosure levels (DESIGN §6).
 //!
 //! Storage model:
@@ -11,9 +11,9 @@
 //!   Only pointers are in the text index, so discovery is one BM25 query plus one lookup by id.
 //!
 //! Every step is one `commit`: the new version, the pointer move (if any) and the audit event.
-//! Writes are serialised by a process-wide lock so that check-then-write (version
-//! immutability, state transitions) cannot interleave; `PutVersion`'s head+1 rule still
-//! catches a second process.
+//! Writes are serialised per (tenant, skill name) by the service's locks, so check-then-write
+//! (version immutability, state transitions) cannot interleave; `PutVersion`'s head+1 rule
+//! still catches a second process.
 
 use std::collections::BTreeSet;
 
@@ -29,10 +29,209 @@ use skills_sdk::semver::{Version, VersionReq};
 use skills_sdk::{
     ArchiveLimits, DiscoverEntry, FileRecord, Manifest, SkillScope, TreeDigest, ValidationMode,
 };
-use utoipa::ToSchema;
 
-use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
+use std::sync::Arc;
+
+use registry_core::deletion::Deleter;
+use registry_core::locks::KeyedLocks;
+
+use crate::error::{Error, Result};
+pub use crate::lifecycle::LifecycleState;
+use crate::lifecycle::{self, Action};
+
+/// The skills service over the core's traits. Cheap to clone (handles only).
+#[derive(Clone)]
+pub struct SkillsService {
+    pub(crate) store: Arc<dyn AssetStore>,
+    pub(crate) blobs: Arc<dyn BlobStore>,
+    pub(crate) text: Arc<dyn TextIndex>,
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) deleter: Arc<dyn Deleter>,
+    pub(crate) archives: Arc<ArchiveCache>,
+    /// Steps on one skill are serialised per (tenant, name).
+    pub(crate) locks: KeyedLocks,
+}
+
+impl std::fmt::Debug for SkillsService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SkillsService").finish_non_exhaustive()
+    }
+}
+
+impl SkillsService {
+    pub fn new(
+        store: Arc<dyn AssetStore>,
+        blobs: Arc<dyn BlobStore>,
+        text: Arc<dyn TextIndex>,
+        embedder: Arc<dyn Embedder>,
+        deleter: Arc<dyn Deleter>,
+    ) -> Self {
+        SkillsService {
+            store,
+            blobs,
+            text,
+            embedder,
+            deleter,
+            archives: Arc::new(ArchiveCache::default()),
+            locks: KeyedLocks::new(),
+        }
+    }
+
+    /// Checks and stores an uploaded archive as a draft (see [`publish`]).
+    pub fn publish(
+        &self,
+        p: &Principal,
+        bytes: &[u8],
+        set_version: Option<&str>,
+    ) -> Result<Published> {
+        publish(self, p, bytes, set_version)
+    }
+
+    pub fn record_tests(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: TestResultsRequest,
+    ) -> Result<Loaded> {
+        record_tests(self, p, name, version, req)
+    }
+
+    pub fn review(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: ReviewRequest,
+    ) -> Result<Loaded> {
+        review(self, p, name, version, req)
+    }
+
+    pub fn promote(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
+        promote(self, p, name, version)
+    }
+
+    pub fn deprecate(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: DeprecateRequest,
+    ) -> Result<Loaded> {
+        deprecate(self, p, name, version, req)
+    }
+
+    pub fn yank(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: YankRequest,
+    ) -> Result<Loaded> {
+        yank(self, p, name, version, req)
+    }
+
+    pub fn unyank(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
+        unyank(self, p, name, version)
+    }
+
+    pub fn rollback(&self, p: &Principal, name: &str, req: RollbackRequest) -> Result<Loaded> {
+        rollback(self, p, name, req)
+    }
+
+    pub fn delete_version(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        reason: Option<String>,
+    ) -> Result<registry_core::deletion::Receipt> {
+        delete_version(self, p, name, version, reason)
+    }
+
+    pub fn visible_versions(&self, p: &Principal, name: &str) -> Result<Vec<Loaded>> {
+        visible_versions(self, p, name)
+    }
+
+    pub fn find_version(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
+        find_version(self, p, name, version)
+    }
+
+    pub fn find_by_digest(&self, p: &Principal, digest: &str) -> Result<Loaded> {
+        find_by_digest(self, p, digest)
+    }
+
+    pub fn current_release(&self, versions: &[Loaded]) -> Result<Option<ReleaseTarget>> {
+        current_release(self, versions)
+    }
+
+    /// The current release of `name`, loaded.
+    pub fn current(&self, p: &Principal, name: &str) -> Result<Loaded> {
+        let versions = self.visible_versions(p, name)?;
+        let current = self
+            .current_release(&versions)?
+            .ok_or_else(|| Error::not_found(format!("{name} has no current release")))?;
+        self.find_version(p, name, &current.version)
+    }
+
+    pub fn discover(
+        &self,
+        p: &Principal,
+        q: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<DiscoverView>> {
+        discover(self, p, q, limit)
+    }
+
+    pub fn reindex(&self) -> Result<usize> {
+        reindex(self)
+    }
+
+    pub fn current_index_docs(&self) -> Result<Vec<TextDoc>> {
+        current_index_docs(self)
+    }
+
+    pub fn archive_bytes(&self, l: &Loaded) -> Result<Vec<u8>> {
+        archive_bytes(self, l)
+    }
+
+    pub fn archive(&self, l: &Loaded) -> Result<Arc<skills_sdk::SkillArchive>> {
+        archive(self, l)
+    }
+
+    pub fn instructions(&self, l: &Loaded) -> Result<String> {
+        instructions(self, l)
+    }
+
+    pub fn file(&self, l: &Loaded, path: &str) -> Result<skills_sdk::ArchivedFile> {
+        file(self, l, path)
+    }
+
+    pub fn discover_list(
+        &self,
+        p: &Principal,
+        q: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<crate::views::DiscoverList> {
+        crate::views::discover_list(self, p, q, limit)
+    }
+
+    pub fn select_view(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: Option<&str>,
+        tools: &[String],
+        permissions: &[String],
+        environment: &[String],
+    ) -> Result<crate::views::SelectView> {
+        crate::views::select_view(self, p, name, version, tools, permissions, environment)
+    }
+
+    pub fn instructions_view(&self, l: &Loaded) -> Result<crate::views::InstructionsView> {
+        crate::views::instructions_view(self, l)
+    }
+}
 
 /// Lookup-key prefix of release pointers; `:` never occurs in a skill name.
 pub const RELEASE_PREFIX: &str = "release:";
@@ -52,8 +251,8 @@ pub const MAX_NOTE_CHARS: usize = 1000;
 /// (immutability, transitions, the release pointer) never interleave for one skill, and steps
 /// on other skills never wait. Only platform principals change global skills, and they share
 /// the platform's tenant, so this also serialises every step on a global skill.
-fn lock_skill(s: &AppState, p: &Principal, name: &str) -> registry_core::locks::KeyGuard {
-    s.skill_locks.lock(&format!("{}|{name}", p.tenant))
+fn lock_skill(s: &SkillsService, p: &Principal, name: &str) -> registry_core::locks::KeyGuard {
+    s.locks.lock(&format!("{}|{name}", p.tenant))
 }
 
 /// Parsed archives by blob key, so serving one file of a version does not unpack the whole
@@ -78,8 +277,8 @@ impl ArchiveCache {
     fn get_or_load(
         &self,
         key: &str,
-        load: impl FnOnce() -> ApiResult<(skills_sdk::SkillArchive, usize)>,
-    ) -> ApiResult<std::sync::Arc<skills_sdk::SkillArchive>> {
+        load: impl FnOnce() -> Result<(skills_sdk::SkillArchive, usize)>,
+    ) -> Result<std::sync::Arc<skills_sdk::SkillArchive>> {
         {
             let mut c = self.inner.lock();
             c.tick += 1;
@@ -123,86 +322,8 @@ impl ArchiveCache {
     }
 }
 
-/// When set, lifecycle steps skip the per-step index write and [`reindex`] catches up later
-/// (bulk loads such as the benchmark's setup).
-static DEFER_INDEX: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-pub fn set_deferred_indexing(on: bool) {
-    DEFER_INDEX.store(on, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// Where a version is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum LifecycleState {
-    Draft,
-    Tested,
-    Approved,
-    Rejected,
-    Published,
-    Deprecated,
-    Yanked,
-}
-
-impl LifecycleState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Draft => "draft",
-            Self::Tested => "tested",
-            Self::Approved => "approved",
-            Self::Rejected => "rejected",
-            Self::Published => "published",
-            Self::Deprecated => "deprecated",
-            Self::Yanked => "yanked",
-        }
-    }
-
-    /// Actions legal from this state.
-    pub fn allowed(self) -> &'static [&'static str] {
-        match self {
-            Self::Draft => &["test"],
-            Self::Tested => &["test", "review"],
-            Self::Approved => &["review", "promote"],
-            Self::Rejected => &["review"],
-            Self::Published => &["deprecate", "yank"],
-            Self::Deprecated => &["yank"],
-            Self::Yanked => &["unyank"],
-        }
-    }
-
-    fn asset_status(self) -> AssetStatus {
-        match self {
-            Self::Draft | Self::Tested | Self::Approved | Self::Rejected => AssetStatus::Draft,
-            Self::Published => AssetStatus::Active,
-            Self::Deprecated => AssetStatus::Deprecated,
-            Self::Yanked => AssetStatus::Yanked,
-        }
-    }
-
-    /// A release can point here.
-    pub fn is_released(self) -> bool {
-        matches!(self, Self::Published | Self::Deprecated)
-    }
-}
-
-fn check_transition(state: LifecycleState, action: &str) -> ApiResult<()> {
-    if state.allowed().contains(&action) {
-        Ok(())
-    } else {
-        Err(invalid_transition(state, action))
-    }
-}
-
-fn invalid_transition(state: LifecycleState, action: &str) -> ApiError {
-    CoreError::InvalidTransition {
-        from: state.as_str().into(),
-        action: action.into(),
-        allowed: state.allowed().iter().map(|s| s.to_string()).collect(),
-    }
-    .into()
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TestResult {
     /// Name of a test declared in `skill.toml`.
@@ -213,7 +334,8 @@ pub struct TestResult {
     pub log_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TestRun {
     /// The digest the tests ran against; always the version's own digest.
     pub digest: String,
@@ -223,14 +345,16 @@ pub struct TestRun {
     pub at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Approve,
     Reject,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReviewRecord {
     pub reviewer: String,
     pub decision: Decision,
@@ -239,14 +363,16 @@ pub struct ReviewRecord {
     pub at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Deprecation {
     pub message: String,
     pub replacement: Option<String>,
 }
 
 /// The discover-level entry of a version, with the real tokenizer's count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DiscoverView {
     pub name: String,
     pub description: String,
@@ -324,9 +450,9 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    fn of(rec: AssetRecord) -> ApiResult<Self> {
+    fn of(rec: AssetRecord) -> Result<Self> {
         let body: VersionBody = serde_json::from_value(rec.body.clone())
-            .map_err(|e| ApiError::internal(format!("corrupt skill body {}: {e}", rec.meta.id)))?;
+            .map_err(|e| Error::internal(format!("corrupt skill body {}: {e}", rec.meta.id)))?;
         Ok(Loaded { rec, body })
     }
 
@@ -339,13 +465,13 @@ pub fn limits() -> ArchiveLimits {
     ArchiveLimits::default()
 }
 
-fn archive_error(e: skills_sdk::SdkError) -> ApiError {
-    ApiError::validation(format!("the archive was refused: {e}"))
+fn archive_error(e: skills_sdk::SdkError) -> Error {
+    Error::validation(format!("the archive was refused: {e}"))
         .with_details(serde_json::json!({ "code": e.code() }))
 }
 
 /// Parses `sha256:<hex>` or bare hex into the canonical `sha256:<hex>` form.
-pub fn parse_digest(s: &str) -> ApiResult<String> {
+pub fn parse_digest(s: &str) -> Result<String> {
     let full = if s.starts_with("sha256:") {
         s.to_string()
     } else {
@@ -354,7 +480,7 @@ pub fn parse_digest(s: &str) -> ApiResult<String> {
     full.parse::<TreeDigest>()
         .map(|d| d.to_string())
         .map_err(|_| {
-            ApiError::validation(format!("invalid digest {s:?}: expected sha256:<64 hex>"))
+            Error::validation(format!("invalid digest {s:?}: expected sha256:<64 hex>"))
                 .with_details(serde_json::json!({"field": "digest"}))
         })
 }
@@ -399,7 +525,7 @@ fn digest_hex(d: &str) -> String {
 }
 
 /// Versions of `name` in one exact scope, any state.
-fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> ApiResult<Vec<Loaded>> {
+fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> Result<Vec<Loaded>> {
     let recs = store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         tenant: scope.tenant.clone(),
@@ -412,7 +538,7 @@ fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> ApiRe
 }
 
 /// Every version of `name` the principal may see, grouped by scope, deepest scope first.
-fn versions_by_scope(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Vec<Loaded>>> {
+fn versions_by_scope(s: &SkillsService, p: &Principal, name: &str) -> Result<Vec<Vec<Loaded>>> {
     let mut recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         tenant: Some(p.tenant.clone()),
@@ -450,7 +576,11 @@ fn versions_by_scope(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<V
 /// Every version of `name` the principal may see, from the scope that answers for the name: the
 /// most specific one with a released version (a tenant's own release shadows a global skill
 /// of the same name; a tenant's mere draft does not), else the most specific one. Empty: 404.
-pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Vec<Loaded>> {
+pub(crate) fn visible_versions(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+) -> Result<Vec<Loaded>> {
     let groups = versions_by_scope(s, p, name)?;
     let released = groups
         .iter()
@@ -458,19 +588,24 @@ pub fn visible_versions(s: &AppState, p: &Principal, name: &str) -> ApiResult<Ve
     groups
         .into_iter()
         .nth(released.unwrap_or(0))
-        .ok_or_else(|| ApiError::not_found(format!("no skill {name}")))
+        .ok_or_else(|| Error::not_found(format!("no skill {name}")))
 }
 
 /// `name@version` in the most specific scope that has that version.
-pub fn find_version(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+pub(crate) fn find_version(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+) -> Result<Loaded> {
     versions_by_scope(s, p, name)?
         .into_iter()
         .flatten()
         .find(|l| l.body.version == version)
-        .ok_or_else(|| ApiError::not_found(format!("no skill {name}@{version}")))
+        .ok_or_else(|| Error::not_found(format!("no skill {name}@{version}")))
 }
 
-pub fn find_by_digest(s: &AppState, p: &Principal, digest: &str) -> ApiResult<Loaded> {
+pub(crate) fn find_by_digest(s: &SkillsService, p: &Principal, digest: &str) -> Result<Loaded> {
     let digest = parse_digest(digest)?;
     let recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
@@ -488,7 +623,7 @@ pub fn find_by_digest(s: &AppState, p: &Principal, digest: &str) -> ApiResult<Lo
         .map(Loaded::of)
         .next()
         .transpose()?
-        .ok_or_else(|| ApiError::not_found(format!("no skill with digest {digest}")))
+        .ok_or_else(|| Error::not_found(format!("no skill with digest {digest}")))
 }
 
 /// The outcome of a publish.
@@ -500,46 +635,46 @@ pub struct Published {
 
 /// Checks and stores an uploaded archive as a draft. `set_version` gives plain Agent Skills
 /// (no `skill.toml`, no `metadata.version`) their version; it must agree with a declared one.
-pub fn publish(
-    s: &AppState,
+pub(crate) fn publish(
+    s: &SkillsService,
     p: &Principal,
     bytes: &[u8],
     set_version: Option<&str>,
-) -> ApiResult<Published> {
+) -> Result<Published> {
     let archive = skills_sdk::read_archive(bytes, &limits()).map_err(archive_error)?;
     let report = skills_sdk::validate_archive(&archive, ValidationMode::Strict);
     if !report.is_valid() {
-        return Err(ApiError::validation("the skill is invalid").with_details(
+        return Err(Error::validation("the skill is invalid").with_details(
             serde_json::json!({ "code": "skill.invalid", "diagnostics": report.diagnostics }),
         ));
     }
     let skill = report
         .skill
-        .ok_or_else(|| ApiError::internal("a valid report without a skill"))?;
+        .ok_or_else(|| Error::internal("a valid report without a skill"))?;
     let name = skill.name().to_string();
     if RESERVED_NAMES.contains(&name.as_str()) {
         return Err(
-            ApiError::validation(format!("the skill name {name:?} is reserved"))
+            Error::validation(format!("the skill name {name:?} is reserved"))
                 .with_details(serde_json::json!({"field": "name", "code": "name.reserved"})),
         );
     }
     let given = match set_version {
         None => None,
         Some(v) => Some(Version::parse(v).map_err(|e| {
-            ApiError::validation(format!("version {v:?} is not semver: {e}"))
+            Error::validation(format!("version {v:?} is not semver: {e}"))
                 .with_details(serde_json::json!({"field": "version"}))
         })?),
     };
     let version = match (skill.version(), given) {
         (Some(a), Some(b)) if a != b => {
-            return Err(ApiError::validation(format!(
+            return Err(Error::validation(format!(
                 "version {b} disagrees with the skill's own version {a}"
             ))
             .with_details(serde_json::json!({"field": "version"})));
         }
         (Some(v), _) | (None, Some(v)) => v,
         (None, None) => {
-            return Err(ApiError::validation(
+            return Err(Error::validation(
                 "the skill declares no version: add skill.toml or pass ?version=",
             )
             .with_details(serde_json::json!({"field": "version", "code": "version.missing"})));
@@ -547,7 +682,7 @@ pub fn publish(
     };
     let scope = scope_for(p, skill.manifest.as_ref().and_then(|m| m.scope.as_ref()));
     if !p.can_write_into(&scope) {
-        return Err(ApiError::forbidden(if scope.tenant.is_none() {
+        return Err(Error::forbidden(if scope.tenant.is_none() {
             "only admins may publish global skills"
         } else {
             "the writer role is required to publish"
@@ -566,7 +701,7 @@ pub fn publish(
                 version: prev.clone(),
             });
         }
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::Conflict,
             format!("{name}@{version} exists with other content; versions are immutable"),
         )
@@ -604,7 +739,7 @@ pub fn publish(
         archive_size: bytes.len() as u64,
         author: p.user.clone(),
         scope: label,
-        frontmatter: serde_json::to_value(&skill.frontmatter).map_err(ApiError::internal)?,
+        frontmatter: serde_json::to_value(&skill.frontmatter).map_err(Error::internal)?,
         manifest: skill.manifest.clone(),
         files: archive.tree().files().to_vec(),
         discover,
@@ -628,7 +763,7 @@ pub fn publish(
     let rec = AssetRecord {
         meta,
         lookup_key: Some(name),
-        body: serde_json::to_value(&body).map_err(ApiError::internal)?,
+        body: serde_json::to_value(&body).map_err(Error::internal)?,
     };
     let id = rec.meta.id.clone();
     s.store.commit(vec![
@@ -660,13 +795,13 @@ enum Pointer {
 
 /// Writes the next image of `cur` with `body`, moves the release pointer, audits, indexes.
 fn step(
-    s: &AppState,
+    s: &SkillsService,
     p: &Principal,
     cur: &Loaded,
     body: VersionBody,
     action: &str,
     pointer: Pointer,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let mut meta = cur.rec.meta.clone();
     meta.version += 1;
     meta.updated_at = Utc::now();
@@ -674,7 +809,7 @@ fn step(
     let rec = AssetRecord {
         meta,
         lookup_key: cur.rec.lookup_key.clone(),
-        body: serde_json::to_value(&body).map_err(ApiError::internal)?,
+        body: serde_json::to_value(&body).map_err(Error::internal)?,
     };
     let next = Loaded { rec, body };
     let hash = Some(digest_hex(&next.body.digest));
@@ -702,10 +837,7 @@ enum IndexOp {
     Delete(String),
 }
 
-fn apply_index(s: &AppState, op: IndexOp) -> ApiResult<()> {
-    if DEFER_INDEX.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(());
-    }
+fn apply_index(s: &SkillsService, op: IndexOp) -> Result<()> {
     match op {
         IndexOp::Upsert(d) => s.text.upsert(&[d])?,
         IndexOp::Delete(id) => s.text.delete(&[id])?,
@@ -734,7 +866,7 @@ fn index_doc(rec: &AssetRecord, entry: &DiscoverView) -> TextDoc {
 }
 
 /// The discover entries of every current release, as the text index should hold them.
-pub fn current_index_docs(s: &AppState) -> ApiResult<Vec<TextDoc>> {
+pub(crate) fn current_index_docs(s: &SkillsService) -> Result<Vec<TextDoc>> {
     let recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         heads_only: true,
@@ -750,7 +882,7 @@ pub fn current_index_docs(s: &AppState) -> ApiResult<Vec<TextDoc>> {
         {
             continue;
         }
-        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(Error::internal)?;
         if let Some(t) = b.current {
             docs.push(index_doc(&r, &t.entry));
         }
@@ -762,7 +894,7 @@ fn load_pointer(
     store: &dyn AssetStore,
     scope: &Scope,
     name: &str,
-) -> ApiResult<Option<(AssetRecord, ReleaseBody)>> {
+) -> Result<Option<(AssetRecord, ReleaseBody)>> {
     let recs = store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         tenant: scope.tenant.clone(),
@@ -774,8 +906,7 @@ fn load_pointer(
     match recs.into_iter().next() {
         None => Ok(None),
         Some(r) => {
-            let b: ReleaseBody =
-                serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+            let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(Error::internal)?;
             Ok(Some((r, b)))
         }
     }
@@ -783,12 +914,12 @@ fn load_pointer(
 
 /// Adds the pointer move (if the current release changes) to `ops`; returns the index change.
 fn release_ops(
-    s: &AppState,
+    s: &SkillsService,
     p: &Principal,
     changed: &Loaded,
     pointer: Pointer,
     ops: &mut Vec<WriteOp>,
-) -> ApiResult<Option<IndexOp>> {
+) -> Result<Option<IndexOp>> {
     let scope = changed.rec.meta.scope.clone();
     let name = changed.body.name.clone();
     let mut all = versions_in_scope(s.store.as_ref(), &scope, &name)?;
@@ -839,7 +970,7 @@ fn release_ops(
         name: name.clone(),
         current: new_target.clone(),
     };
-    let body_json = serde_json::to_value(&body).map_err(ApiError::internal)?;
+    let body_json = serde_json::to_value(&body).map_err(Error::internal)?;
     let after = registry_core::hash::sha256_hex(body_json.to_string());
     let (meta, before) = match old {
         Some((r, _)) => {
@@ -888,13 +1019,13 @@ fn release_ops(
 }
 
 /// Free text on a lifecycle step: bounded, one line.
-fn check_note(field: &str, v: Option<&str>) -> ApiResult<()> {
+fn check_note(field: &str, v: Option<&str>) -> Result<()> {
     match v {
         Some(t)
             if t.chars().count() > MAX_NOTE_CHARS
                 || t.chars().any(|c| c.is_control() && c != '\n') =>
         {
-            Err(ApiError::validation(format!(
+            Err(Error::validation(format!(
                 "{field} must be at most {MAX_NOTE_CHARS} characters"
             ))
             .with_details(
@@ -905,22 +1036,23 @@ fn check_note(field: &str, v: Option<&str>) -> ApiResult<()> {
     }
 }
 
-fn require_write(p: &Principal, l: &Loaded) -> ApiResult<()> {
+fn require_write(p: &Principal, l: &Loaded) -> Result<()> {
     if p.can_write_into(&l.rec.meta.scope) {
         Ok(())
     } else {
-        Err(ApiError::forbidden(
+        Err(Error::forbidden(
             "the writer role in the skill's scope is required (admin for global skills)",
         ))
     }
 }
 
 /// Re-reads the version under the write lock so a step never acts on a stale image.
-fn reload(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+fn reload(s: &SkillsService, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
     find_version(s, p, name, version)
 }
 
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TestResultsRequest {
     /// The digest the tests ran against; must be the version's digest.
@@ -928,20 +1060,20 @@ pub struct TestResultsRequest {
     pub results: Vec<TestResult>,
 }
 
-pub fn record_tests(
-    s: &AppState,
+pub(crate) fn record_tests(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     version: &str,
     req: TestResultsRequest,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
-    check_transition(cur.body.state, "test")?;
+    lifecycle::check(cur.body.state, Action::Test)?;
     let digest = parse_digest(&req.digest)?;
     if digest != cur.body.digest {
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::Conflict,
             "the tests ran against another digest than this version's",
         )
@@ -956,7 +1088,7 @@ pub fn record_tests(
     let got: BTreeSet<&str> = req.results.iter().map(|r| r.name.as_str()).collect();
     if declared != got || got.len() != req.results.len() {
         return Err(
-            ApiError::validation("results must name each declared test exactly once").with_details(
+            Error::validation("results must name each declared test exactly once").with_details(
                 serde_json::json!({
                     "field": "results",
                     "declared": declared,
@@ -986,7 +1118,8 @@ pub fn record_tests(
     step(s, p, &cur, body, "skill.test", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReviewRequest {
     pub decision: Decision,
@@ -994,33 +1127,31 @@ pub struct ReviewRequest {
     pub comment: String,
 }
 
-pub fn review(
-    s: &AppState,
+pub(crate) fn review(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     version: &str,
     req: ReviewRequest,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     if !p.can_review_in(&cur.rec.meta.scope) {
-        return Err(ApiError::forbidden(
-            if cur.rec.meta.scope.tenant.is_none() {
-                "reviewing a global skill needs a platform reviewer"
-            } else {
-                "the reviewer role in the skill's tenant is required"
-            },
-        ));
+        return Err(Error::forbidden(if cur.rec.meta.scope.tenant.is_none() {
+            "reviewing a global skill needs a platform reviewer"
+        } else {
+            "the reviewer role in the skill's tenant is required"
+        }));
     }
     if req.comment.chars().count() > MAX_REVIEW_COMMENT_CHARS {
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::PayloadTooLarge,
             format!("a review comment is at most {MAX_REVIEW_COMMENT_CHARS} characters"),
         )
         .with_details(serde_json::json!({"field": "comment", "reason": "too_large", "limit": MAX_REVIEW_COMMENT_CHARS})));
     }
     if cur.body.reviews.len() >= MAX_REVIEWS {
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::Conflict,
             format!("{name}@{version} has {MAX_REVIEWS} reviews already; publish a new version"),
         )
@@ -1030,11 +1161,11 @@ pub fn review(
     }
     if cur.body.author == p.user {
         return Err(
-            ApiError::forbidden("the author may not review their own skill")
+            Error::forbidden("the author may not review their own skill")
                 .with_details(serde_json::json!({"reason": "self_review"})),
         );
     }
-    check_transition(cur.body.state, "review")?;
+    lifecycle::check(cur.body.state, Action::Review)?;
     let mut body = cur.body.clone();
     body.reviews.push(ReviewRecord {
         reviewer: p.user.clone(),
@@ -1050,11 +1181,16 @@ pub fn review(
     step(s, p, &cur, body, "skill.review", Pointer::Follow)
 }
 
-pub fn promote(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+pub(crate) fn promote(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
-    check_transition(cur.body.state, "promote")?;
+    lifecycle::check(cur.body.state, Action::Promote)?;
     let b = &cur.body;
     let tested = b
         .tests
@@ -1064,7 +1200,7 @@ pub fn promote(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiRes
         r.decision == Decision::Approve && r.digest == b.digest && r.reviewer != b.author
     });
     if !tested || !approved {
-        return Err(invalid_transition(b.state, "promote"));
+        return Err(lifecycle::invalid(b.state, "promote").into());
     }
     let mut body = cur.body.clone();
     body.state = LifecycleState::Published;
@@ -1072,7 +1208,8 @@ pub fn promote(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiRes
     step(s, p, &cur, body, "skill.promote", Pointer::Promote)
 }
 
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeprecateRequest {
     pub message: String,
@@ -1080,19 +1217,19 @@ pub struct DeprecateRequest {
     pub replacement: Option<String>,
 }
 
-pub fn deprecate(
-    s: &AppState,
+pub(crate) fn deprecate(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     version: &str,
     req: DeprecateRequest,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
-    check_transition(cur.body.state, "deprecate")?;
+    lifecycle::check(cur.body.state, Action::Deprecate)?;
     if req.message.trim().is_empty() {
-        return Err(ApiError::validation("a deprecation needs a message")
+        return Err(Error::validation("a deprecation needs a message")
             .with_details(serde_json::json!({"field": "message", "reason": "empty"})));
     }
     check_note("message", Some(&req.message))?;
@@ -1107,24 +1244,25 @@ pub fn deprecate(
     step(s, p, &cur, body, "skill.deprecate", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct YankRequest {
     #[serde(default)]
     pub reason: Option<String>,
 }
 
-pub fn yank(
-    s: &AppState,
+pub(crate) fn yank(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     version: &str,
     req: YankRequest,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
-    check_transition(cur.body.state, "yank")?;
+    lifecycle::check(cur.body.state, Action::Yank)?;
     check_note("reason", req.reason.as_deref())?;
     let mut body = cur.body.clone();
     body.yanked_from = Some(cur.body.state);
@@ -1137,19 +1275,19 @@ pub fn yank(
 /// shares the bytes) down to the purged level. Drafts (any pre-release state) and yanked
 /// versions may be deleted by a writer; a released version only by an admin with a reason, and
 /// never while it is the current release (yank or roll back first).
-pub fn delete_version(
-    s: &AppState,
+pub(crate) fn delete_version(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     version: &str,
     reason: Option<String>,
-) -> ApiResult<registry_core::deletion::Receipt> {
+) -> Result<registry_core::deletion::Receipt> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     let governs = p.governs(&cur.rec.meta.scope);
     if cur.body.author != p.user && !governs {
-        return Err(ApiError::forbidden(
+        return Err(Error::forbidden(
             "only its author or an admin of its scope deletes a version",
         ));
     }
@@ -1172,30 +1310,34 @@ pub fn delete_version(
         }
         let versions = visible_versions(s, p, name)?;
         if current_release(s, &versions)?.is_some_and(|t| t.version_asset == cur.rec.meta.id) {
-            return Err(ApiError::new(
+            return Err(Error::new(
                 registry_core::ErrorCode::Conflict,
                 format!("{name}@{version} is the current release: yank it or roll back first"),
             ));
         }
     }
-    let reason = crate::routes::deletion::checked_reason(reason)?
+    let reason = registry_core::deletion::check_reason(reason)?
         .unwrap_or_else(|| format!("skill version {name}@{version} deleted"));
-    let receipt = crate::routes::deletion::delete_assets(
-        s,
-        p,
+    let receipt = s.deleter.delete(
+        &p.user,
+        &reason,
         std::slice::from_ref(&cur.rec.meta.id),
         registry_core::deletion::DeletionLevel::Purged,
-        &reason,
     )?;
     s.archives.forget(blob_key(&cur));
     Ok(receipt)
 }
 
-pub fn unyank(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Loaded> {
+pub(crate) fn unyank(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
-    check_transition(cur.body.state, "unyank")?;
+    lifecycle::check(cur.body.state, Action::Unyank)?;
     let mut body = cur.body.clone();
     body.state = cur.body.yanked_from.unwrap_or(LifecycleState::Published);
     body.yanked_from = None;
@@ -1203,7 +1345,8 @@ pub fn unyank(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResu
     step(s, p, &cur, body, "skill.unyank", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RollbackRequest {
     /// The earlier version to make current (or give `digest`).
@@ -1214,12 +1357,12 @@ pub struct RollbackRequest {
 }
 
 /// Points the release of `name` back to an earlier released version; later promotes move it on.
-pub fn rollback(
-    s: &AppState,
+pub(crate) fn rollback(
+    s: &SkillsService,
     p: &Principal,
     name: &str,
     req: RollbackRequest,
-) -> ApiResult<Loaded> {
+) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
     let all = visible_versions(s, p, name)?;
     let digest = req.digest.as_deref().map(parse_digest).transpose()?;
@@ -1231,7 +1374,7 @@ pub fn rollback(
                 && digest.as_deref().is_none_or(|d| l.body.digest == d)
         })
         .filter(|_| req.version.is_some() || digest.is_some())
-        .ok_or_else(|| ApiError::not_found(format!("no such version of {name}")))?;
+        .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?;
     require_write(p, target)?;
     if !target.body.state.is_released() {
         return Err(CoreError::InvalidTransition {
@@ -1246,7 +1389,7 @@ pub fn rollback(
     if let Some(c) = &current
         && Version::parse(&c.version).ok() <= target.semver()
     {
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::InvalidTransition,
             format!(
                 "rollback must go to an earlier version than the current {}",
@@ -1279,7 +1422,10 @@ pub fn rollback(
 }
 
 /// The current release of a name in the principal's view.
-pub fn current_release(s: &AppState, versions: &[Loaded]) -> ApiResult<Option<ReleaseTarget>> {
+pub(crate) fn current_release(
+    s: &SkillsService,
+    versions: &[Loaded],
+) -> Result<Option<ReleaseTarget>> {
     let Some(first) = versions.first() else {
         return Ok(None);
     };
@@ -1290,12 +1436,12 @@ pub fn current_release(s: &AppState, versions: &[Loaded]) -> ApiResult<Option<Re
 }
 
 /// Discovery: BM25 over the current releases the principal may see.
-pub fn discover(
-    s: &AppState,
+pub(crate) fn discover(
+    s: &SkillsService,
     p: &Principal,
     q: Option<&str>,
     limit: usize,
-) -> ApiResult<Vec<DiscoverView>> {
+) -> Result<Vec<DiscoverView>> {
     let filter = VisibilityFilter::for_principal(p, &[AssetKind::SkillVersion])
         .with_tags(vec![DISCOVER_TAG.into()]);
     let recs = match q.map(str::trim).filter(|q| !q.is_empty()) {
@@ -1364,7 +1510,7 @@ pub fn discover(
 
 /// Rebuilds the discover index from the stored release pointers (after a crash between a commit
 /// and its index write, or a lost index directory).
-pub fn reindex(s: &AppState) -> ApiResult<usize> {
+pub(crate) fn reindex(s: &SkillsService) -> Result<usize> {
     let recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         heads_only: true,
@@ -1380,7 +1526,7 @@ pub fn reindex(s: &AppState) -> ApiResult<usize> {
         {
             continue;
         }
-        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(ApiError::internal)?;
+        let b: ReleaseBody = serde_json::from_value(r.body.clone()).map_err(Error::internal)?;
         match b.current {
             Some(t) => docs.push(index_doc(&r, &t.entry)),
             None => gone.push(r.meta.id.clone()),
@@ -1444,37 +1590,40 @@ fn blob_key(l: &Loaded) -> &str {
 }
 
 /// The archive bytes of a version.
-pub fn archive_bytes(s: &AppState, l: &Loaded) -> ApiResult<Vec<u8>> {
+pub(crate) fn archive_bytes(s: &SkillsService, l: &Loaded) -> Result<Vec<u8>> {
     s.blobs
         .get(blob_key(l))?
-        .ok_or_else(|| ApiError::internal(format!("archive blob of {} is missing", l.body.digest)))
+        .ok_or_else(|| Error::internal(format!("archive blob of {} is missing", l.body.digest)))
 }
 
 /// The parsed archive of a version, from the cache when it is there.
-pub fn archive(s: &AppState, l: &Loaded) -> ApiResult<std::sync::Arc<skills_sdk::SkillArchive>> {
+pub(crate) fn archive(
+    s: &SkillsService,
+    l: &Loaded,
+) -> Result<std::sync::Arc<skills_sdk::SkillArchive>> {
     s.archives.get_or_load(blob_key(l), || {
         let bytes = archive_bytes(s, l)?;
         let size = bytes.len();
-        let parsed = skills_sdk::read_archive(&bytes, &limits()).map_err(ApiError::internal)?;
+        let parsed = skills_sdk::read_archive(&bytes, &limits()).map_err(Error::internal)?;
         let unpacked: u64 = parsed.tree().files().iter().map(|f| f.size).sum();
         Ok((parsed, size.max(unpacked as usize)))
     })
 }
 
 /// The `SKILL.md` body of a version.
-pub fn instructions(s: &AppState, l: &Loaded) -> ApiResult<String> {
+pub(crate) fn instructions(s: &SkillsService, l: &Loaded) -> Result<String> {
     let archive = archive(s, l)?;
     let report = skills_sdk::validate_archive(&archive, ValidationMode::Lenient);
     report
         .skill
         .map(|sk| sk.instructions)
-        .ok_or_else(|| ApiError::internal("a stored skill no longer parses"))
+        .ok_or_else(|| Error::internal("a stored skill no longer parses"))
 }
 
-pub fn file(s: &AppState, l: &Loaded, path: &str) -> ApiResult<skills_sdk::ArchivedFile> {
+pub(crate) fn file(s: &SkillsService, l: &Loaded, path: &str) -> Result<skills_sdk::ArchivedFile> {
     archive(s, l)?
         .file(path)
-        .ok_or_else(|| ApiError::not_found(format!("no file {path:?} in {}", l.body.digest)))
+        .ok_or_else(|| Error::not_found(format!("no file {path:?} in {}", l.body.digest)))
 }
 
 /// Does `req` (a semver range) match any released, non-yanked version? Used by lock

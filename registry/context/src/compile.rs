@@ -13,17 +13,15 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use registry_core::ErrorCode;
 use registry_core::principal::Principal;
-use registry_core::retrieval::Embedder;
+use registry_core::store::StoredManifest;
 use registry_knowledge::Freshness;
 use registry_memory::record::{Layer as MemLayer, LevelName, MemoryClass};
 use registry_memory::search::{MemoryHit, SearchRequest as MemSearch, scope_level_of_key};
-use rusqlite::{OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{ApiError, ApiResult};
-use crate::jobs::memory_service;
-use crate::state::AppState;
+use crate::ContextService;
+use crate::error::{Error, Result};
 
 /// Largest budget a pack may ask for.
 pub const MAX_BUDGET: usize = 200_000;
@@ -246,13 +244,13 @@ impl Manifest {
 /// purpose withheld from `p`: found by the same search with only those two restrictions lifted,
 /// for the governors' view of the manifest.
 fn withheld(
-    state: &AppState,
+    state: &ContextService,
     p: &Principal,
     layer: LayerName,
     query: &str,
     kinds: &[registry_core::AssetKind],
     k: usize,
-) -> ApiResult<Vec<Omission>> {
+) -> Result<Vec<Omission>> {
     use registry_core::retrieval::VisibilityFilter;
     let mut filter = VisibilityFilter::for_principal(p, kinds);
     filter.sensitivity_tags.clear();
@@ -264,14 +262,11 @@ fn withheld(
     if ids.is_empty() {
         return Ok(vec![]);
     }
-    let recs = registry_core::store::AssetStore::find(
-        state.store.as_ref(),
-        &registry_core::store::AssetQuery {
-            ids: Some(ids),
-            heads_only: true,
-            ..Default::default()
-        },
-    )?;
+    let recs = state.store.find(&registry_core::store::AssetQuery {
+        ids: Some(ids),
+        heads_only: true,
+        ..Default::default()
+    })?;
     Ok(recs
         .into_iter()
         .filter(|r| r.meta.status.is_servable() && !p.can_see(&r.meta))
@@ -321,10 +316,6 @@ pub fn sha256_hex(s: &str) -> String {
     hex::encode(Sha256::digest(s.as_bytes()))
 }
 
-fn embed_err(e: registry_embed::EmbedError) -> ApiError {
-    ApiError::new(e.code(), e.to_string())
-}
-
 fn name_of<T: Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
@@ -354,7 +345,7 @@ struct Candidate {
 }
 
 struct Builder<'a> {
-    state: &'a AppState,
+    state: &'a ContextService,
     budget: usize,
     used: usize,
     items: Vec<PackItem>,
@@ -365,8 +356,8 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn tokens(&self, s: &str) -> ApiResult<usize> {
-        self.state.embedder.content_tokens(s).map_err(embed_err)
+    fn tokens(&self, s: &str) -> Result<usize> {
+        Ok(self.state.embedder.content_tokens(s)?)
     }
 
     fn summary(&mut self, layer: LayerName) -> &mut LayerSummary {
@@ -422,7 +413,7 @@ impl Builder<'_> {
 
     /// Places one candidate: out before the budget, a duplicate, fitted (cut if allowed), or
     /// over budget.
-    fn place(&mut self, c: Candidate) -> ApiResult<()> {
+    fn place(&mut self, c: Candidate) -> Result<()> {
         self.summary(c.layer).candidates += 1;
         if let Some((reason, detail)) = &c.pre_omit {
             self.omit(&c, *reason, detail.clone(), None);
@@ -447,8 +438,7 @@ impl Builder<'_> {
             let cut = self
                 .state
                 .embedder
-                .prefix_within(&c.content, left)
-                .map_err(embed_err)?
+                .prefix_within(&c.content, left)?
                 .trim_end()
                 .to_string();
             let n = self.tokens(&cut)?;
@@ -545,14 +535,14 @@ fn memory_candidate(
     }
 }
 
-fn validate(req: &PackRequest) -> ApiResult<()> {
+fn validate(req: &PackRequest) -> Result<()> {
     let bad = |field: &str, msg: String| {
-        Err(ApiError::validation(msg)
+        Err(Error::validation(msg)
             .with_details(serde_json::json!({ "field": field, "reason": "invalid" })))
     };
-    let too_large = |field: &str, len: usize, limit: usize| -> ApiResult<()> {
+    let too_large = |field: &str, len: usize, limit: usize| -> Result<()> {
         if len > limit {
-            return Err(ApiError::new(
+            return Err(Error::new(
                 ErrorCode::PayloadTooLarge,
                 format!("{field} is {len} bytes; at most {limit} are accepted"),
             )
@@ -603,7 +593,7 @@ fn validate(req: &PackRequest) -> ApiResult<()> {
 }
 
 /// Compiles a pack for `p` and stores its manifest.
-pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<Pack> {
+pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Result<Pack> {
     validate(req)?;
     let now = Utc::now();
     let as_of = req.as_of.unwrap_or(now);
@@ -651,7 +641,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         counted.push((kind, id, text, n));
     }
     if fixed_tokens > req.budget {
-        return Err(ApiError::new(
+        return Err(Error::new(
             ErrorCode::FixedZoneOverBudget,
             format!(
                 "the fixed rules and goal take {fixed_tokens} tokens, over the budget of {}; \
@@ -699,7 +689,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
         s.tokens += n;
     }
 
-    let mem = memory_service(state);
+    let mem = &state.memory;
 
     // Task working memory: only with a session or task on the caller's path.
     if draw_on.contains(&Source::WorkingMemory) {
@@ -771,7 +761,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
     }
 
     if draw_on.contains(&Source::Knowledge) && req.limits.knowledge > 0 {
-        let ans = crate::routes::knowledge::service(state).search(
+        let ans = state.knowledge.search(
             p,
             registry_knowledge::SearchRequest {
                 query: query.clone(),
@@ -846,7 +836,7 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
     }
 
     if draw_on.contains(&Source::Skills) && req.limits.skills > 0 {
-        let list = crate::skills::discover(state, p, Some(&query), req.limits.skills)?;
+        let list = state.skills.discover(p, Some(&query), req.limits.skills)?;
         for (i, s) in list.iter().enumerate() {
             let content = format!(
                 "[skill {}@{} · load by digest {}] {}",
@@ -937,73 +927,28 @@ pub fn compile(state: &AppState, p: &Principal, req: &PackRequest) -> ApiResult<
     })
 }
 
-fn be(e: rusqlite::Error) -> registry_core::CoreError {
-    registry_core::CoreError::backend("sqlite", e)
-}
-
-fn save(state: &AppState, m: &Manifest) -> ApiResult<()> {
-    let body = serde_json::to_string(m).map_err(ApiError::internal)?;
-    state.store.write(|tx| {
-        tx.execute(
-            "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                m.id,
-                m.tenant,
-                m.principal,
-                m.created_at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                body
-            ],
-        )
-        .map_err(be)?;
-        Ok(())
+fn save(state: &ContextService, m: &Manifest) -> Result<()> {
+    state.manifests.put_manifest(&StoredManifest {
+        id: m.id.clone(),
+        tenant: m.tenant.clone(),
+        principal: m.principal.clone(),
+        created_at: m.created_at,
+        manifest: serde_json::to_value(m).map_err(Error::internal)?,
     })?;
     Ok(())
 }
 
 /// A manifest the caller may read: same tenant, and their own or the caller is an admin.
 /// Anything else is "not found", as for a missing id.
-pub fn load(state: &AppState, p: &Principal, id: &str) -> ApiResult<Manifest> {
-    let row: Option<(String, String, String)> = state.store.write(|tx| {
-        tx.query_row(
-            "SELECT tenant, principal, manifest FROM context_manifests WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .optional()
-        .map_err(be)
-    })?;
-    match row {
-        Some((tenant, user, body)) if tenant == p.tenant && (user == p.user || p.is_admin()) => {
-            serde_json::from_str::<Manifest>(&body)
+pub fn load(state: &ContextService, p: &Principal, id: &str) -> Result<Manifest> {
+    match state.manifests.get_manifest(id)? {
+        Some(m) if m.tenant == p.tenant && (m.principal == p.user || p.is_admin()) => {
+            serde_json::from_value::<Manifest>(m.manifest)
                 .map(|m| m.for_reader(p))
-                .map_err(ApiError::internal)
+                .map_err(Error::internal)
         }
-        _ => Err(ApiError::not_found(format!("no context pack {id}"))),
+        _ => Err(Error::not_found(format!("no context pack {id}"))),
     }
-}
-
-/// How many manifests a user's packs left.
-pub fn count_for(state: &AppState, tenant: &str, user: &str) -> ApiResult<usize> {
-    Ok(state.store.read_only(|c| {
-        c.query_row(
-            "SELECT count(*) FROM context_manifests WHERE tenant = ?1 AND principal = ?2",
-            params![tenant, user],
-            |r| r.get::<_, i64>(0),
-        )
-    })? as usize)
-}
-
-/// Deletes the manifests a user's packs left (subject erasure). Returns how many.
-pub fn erase_for(state: &AppState, tenant: &str, user: &str) -> ApiResult<usize> {
-    Ok(state.store.write(|tx| {
-        tx.execute(
-            "DELETE FROM context_manifests WHERE tenant = ?1 AND principal = ?2",
-            params![tenant, user],
-        )
-        .map_err(be)
-    })?)
 }
 
 /// One difference between two packs, keyed by source.

@@ -1,0 +1,72 @@
+#![doc = include_str!("../README.md")]
+
+pub mod compile;
+pub mod error;
+
+use std::sync::Arc;
+
+use registry_core::principal::Principal;
+use registry_core::retrieval::Embedder;
+use registry_core::store::{AssetStore, ManifestStore};
+use registry_engine::HybridSearcher;
+use registry_knowledge::KnowledgeService;
+use registry_memory::MemoryService;
+use registry_skills::SkillsService;
+
+pub use compile::{Comparison, Manifest, Pack, PackRequest};
+pub use error::{Error, Result};
+
+/// Compiles context packs from the memory, knowledge and skills services, and keeps their
+/// manifests through the store's [`ManifestStore`].
+#[derive(Clone)]
+pub struct ContextService {
+    pub(crate) memory: MemoryService,
+    pub(crate) knowledge: Arc<KnowledgeService>,
+    pub(crate) skills: SkillsService,
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) search: HybridSearcher,
+    pub(crate) store: Arc<dyn AssetStore>,
+    pub(crate) manifests: Arc<dyn ManifestStore>,
+}
+
+impl std::fmt::Debug for ContextService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ContextService").finish_non_exhaustive()
+    }
+}
+
+impl ContextService {
+    pub fn new(
+        memory: MemoryService,
+        knowledge: Arc<KnowledgeService>,
+        skills: SkillsService,
+        search: HybridSearcher,
+        store: Arc<dyn AssetStore>,
+        manifests: Arc<dyn ManifestStore>,
+    ) -> Self {
+        ContextService {
+            embedder: search.embedder.clone(),
+            memory,
+            knowledge,
+            skills,
+            search,
+            store,
+            manifests,
+        }
+    }
+
+    /// Compiles a pack for `p` and stores its manifest.
+    pub fn compile(&self, p: &Principal, req: &PackRequest) -> Result<Pack> {
+        compile::compile(self, p, req)
+    }
+
+    /// A stored manifest as `p` may read it.
+    pub fn load(&self, p: &Principal, id: &str) -> Result<Manifest> {
+        compile::load(self, p, id)
+    }
+
+    /// Why two packs `p` may read differ.
+    pub fn compare(&self, p: &Principal, a: &str, b: &str) -> Result<Comparison> {
+        Ok(compile::compare(&self.load(p, a)?, &self.load(p, b)?))
+    }
+}

@@ -1,0 +1,160 @@
+//! Deletion over a deployment's backends: the core's engine (DESIGN §3) bound to the store,
+//! both indexes and the blobs, with the memory domain regenerating consolidated records, and
+//! the store checkpointed after every purge so no deleted byte survives in a log.
+
+use registry_core::asset::{AssetId, AssetRecord};
+use registry_core::deletion::{Deleter, DeletionEngine, DeletionLevel, Receipt, Regenerator};
+use registry_core::principal::Principal;
+use registry_core::{CoreError, CoreResult};
+use registry_memory::MemoryService;
+
+use crate::Backends;
+
+pub struct Deletions {
+    backends: Backends,
+    memory: MemoryService,
+}
+
+impl std::fmt::Debug for Deletions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deletions").finish_non_exhaustive()
+    }
+}
+
+impl Regenerator for Deletions {
+    fn regenerate(
+        &self,
+        child: &AssetRecord,
+        remaining: &[AssetRecord],
+    ) -> CoreResult<Option<AssetId>> {
+        Regenerator::regenerate(&self.memory, child, remaining)
+    }
+}
+
+impl Deletions {
+    pub fn new(backends: Backends, memory: MemoryService) -> Self {
+        Deletions { backends, memory }
+    }
+
+    fn engine(&self) -> DeletionEngine<'_> {
+        let b = &self.backends;
+        DeletionEngine {
+            store: b.store.as_ref(),
+            receipts: b.store.as_ref(),
+            text: b.text.as_ref(),
+            vectors: b.vectors.as_ref(),
+            blobs: b.blobs.as_ref(),
+            regenerator: Some(self),
+        }
+    }
+
+    /// After a purge, earlier images of the pages it overwrote may still sit in the store's
+    /// log: checkpoint until it completes.
+    fn checkpoint_after(&self, r: &Receipt) -> CoreResult<()> {
+        if r.level_reached == DeletionLevel::Purged {
+            for _ in 0..20 {
+                if self.backends.store.checkpoint()? {
+                    return Ok(());
+                }
+            }
+            return Err(CoreError::backend(
+                "deletion",
+                "the store's log checkpoint did not complete after the purge",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Deletes `roots` and everything derived from them, up to `level`, as `actor`. The
+    /// deletion is filed under the roots' tenant (none for the global scope), so its receipt
+    /// and events sit in the audit of whoever governs them.
+    pub fn delete_as(
+        &self,
+        fallback_tenant: Option<&str>,
+        actor: &str,
+        reason: &str,
+        roots: &[AssetId],
+        level: DeletionLevel,
+    ) -> CoreResult<Receipt> {
+        let tenant = match roots.first() {
+            Some(id) => self
+                .backends
+                .store
+                .get(id)?
+                .map_or(fallback_tenant.map(String::from), |r| r.meta.scope.tenant),
+            None => fallback_tenant.map(String::from),
+        };
+        let r = self
+            .engine()
+            .delete(tenant.as_deref(), actor, reason, roots, level)?;
+        self.checkpoint_after(&r)?;
+        Ok(r)
+    }
+
+    /// As [`Self::delete_as`] for principal `p`.
+    pub fn delete(
+        &self,
+        p: &Principal,
+        roots: &[AssetId],
+        level: DeletionLevel,
+        reason: &str,
+    ) -> CoreResult<Receipt> {
+        self.delete_as(Some(&p.tenant), &p.user, reason, roots, level)
+    }
+
+    /// Deletes as a system actor (retention), filed under `tenant`.
+    pub fn delete_for_tenant(
+        &self,
+        tenant: Option<&str>,
+        actor: &str,
+        reason: &str,
+        roots: &[AssetId],
+        level: DeletionLevel,
+    ) -> CoreResult<Receipt> {
+        let r = self.engine().delete(tenant, actor, reason, roots, level)?;
+        self.checkpoint_after(&r)?;
+        Ok(r)
+    }
+
+    /// Finishes every deletion that a crash interrupted. Idempotent.
+    pub fn resume_unfinished(&self) -> CoreResult<Vec<Receipt>> {
+        let eng = self.engine();
+        let mut done = vec![];
+        for r in self.backends.store.unfinished_receipts()? {
+            let r = eng.advance(r)?;
+            self.checkpoint_after(&r)?;
+            done.push(r);
+        }
+        Ok(done)
+    }
+
+    /// A receipt `p` may read: whoever asked for the deletion, or whoever governs the tenant
+    /// (or, for the global scope, the platform). Anything else answers "not found".
+    pub fn receipt(&self, p: &Principal, id: &str) -> CoreResult<Receipt> {
+        match self.backends.store.get_receipt(id)? {
+            Some(r) if may_read_receipt(p, &r) => Ok(r),
+            _ => Err(CoreError::NotFound(format!("no receipt {id}"))),
+        }
+    }
+}
+
+fn may_read_receipt(p: &Principal, r: &Receipt) -> bool {
+    match r.tenant.as_deref() {
+        None => p.platform,
+        Some(t) => t == p.tenant && (r.actor == p.user || p.is_admin()),
+    }
+}
+
+/// Domains delete through this (a skill version, a document).
+impl Deleter for Deletions {
+    fn delete(
+        &self,
+        actor: &str,
+        reason: &str,
+        roots: &[AssetId],
+        level: DeletionLevel,
+    ) -> CoreResult<Receipt> {
+        // The roots' own tenant files the deletion.
+        self.delete_as(None, actor, reason, roots, level)
+    }
+}

@@ -1,0 +1,159 @@
+//! Erasing a subject (a user of a tenant): what is the subject's is purged, down to the bytes
+//! — every asset in their user, session and task scopes, every memory about them anywhere in
+//! the tenant, their context manifests — and what they shared with others (tenant and project
+//! documents, skills, team memories they owned) is kept and re-owned to the tenant, listed in
+//! the receipt.
+
+use registry_core::asset::{AssetId, AssetKind};
+use registry_core::audit::AuditDraft;
+use registry_core::deletion::{DeletionLevel, Receipt};
+use registry_core::principal::Principal;
+use registry_core::store::{AssetQuery, WriteOp};
+use registry_core::{CoreError, Relation};
+use serde::Serialize;
+
+use crate::{Result, Services};
+
+/// What erasing a subject does.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErasurePlan {
+    pub subject: String,
+    /// Purged with everything derived from them.
+    pub purge: Vec<AssetId>,
+    /// Kept, and re-owned to the tenant.
+    pub reown: Vec<AssetId>,
+    /// Context manifests of the subject's requests, erased.
+    pub context_manifests: usize,
+}
+
+/// Owner of assets the tenant keeps after their owner was erased.
+pub fn tenant_owner(tenant: &str) -> String {
+    format!("tenant:{tenant}")
+}
+
+impl Services {
+    /// What erasing `user` in `tenant` would purge and re-own (the tenant's heads, page by
+    /// page).
+    pub fn plan_erasure(&self, tenant: &str, user: &str) -> Result<ErasurePlan> {
+        let store = &self.backends.store;
+        let subject = user.trim().to_lowercase();
+        let mut purge = vec![];
+        let mut reown = vec![];
+        let mut cursor = None;
+        loop {
+            let page = store.find(&AssetQuery {
+                tenant: Some(tenant.to_string()),
+                heads_only: true,
+                after: cursor.clone(),
+                limit: Some(1000),
+                ..Default::default()
+            })?;
+            let Some(last) = page.last() else { break };
+            cursor = Some((
+                last.meta.created_at,
+                last.meta.id.clone(),
+                last.meta.version,
+            ));
+            for r in page {
+                let in_user_scope = r.meta.scope.user.as_deref() == Some(user);
+                let about_subject = r.meta.kind == AssetKind::Memory
+                    && r.body
+                        .get("subject")
+                        .and_then(|v| v.as_str())
+                        .is_some_and(|x| x.trim().to_lowercase() == subject);
+                if in_user_scope || about_subject {
+                    purge.push(r.meta.id);
+                } else if r.meta.owner == user && r.meta.kind != AssetKind::Chunk {
+                    // Chunks follow their document: re-owning it re-owns them.
+                    reown.push(r.meta.id);
+                }
+            }
+        }
+        Ok(ErasurePlan {
+            subject: user.to_string(),
+            purge,
+            reown,
+            context_manifests: store.count_manifests(tenant, user)?,
+        })
+    }
+
+    /// Carries out an erasure plan for `p` (the caller checked the right to).
+    pub fn erase(
+        &self,
+        p: &Principal,
+        plan: ErasurePlan,
+        reason: Option<String>,
+    ) -> Result<Receipt> {
+        let store = &self.backends.store;
+        // The subject's context manifests go first, so that the purge's checkpoint takes their
+        // pages out of the log too.
+        let manifests = store.erase_manifests(&p.tenant, &plan.subject)?;
+        let reowned = self.reown(p, &plan)?;
+        if plan.purge.is_empty() {
+            if manifests > 0 || !reowned.is_empty() {
+                store.checkpoint()?;
+            }
+            return Err(CoreError::Coded {
+                code: registry_core::ErrorCode::NotFound,
+                message: format!("no assets of subject {}", plan.subject),
+                details: serde_json::json!({
+                    "context_manifests_erased": manifests, "reowned": reowned
+                }),
+            }
+            .into());
+        }
+        let reason = reason.unwrap_or_else(|| "subject erasure".to_string());
+        let mut r = self
+            .deletions
+            .delete(p, &plan.purge, DeletionLevel::Purged, &reason)?;
+        r.reowned = reowned;
+        store.put_receipt(&r)?;
+        Ok(r)
+    }
+
+    /// Each asset's next version names the tenant as owner (a document's chunks with it), with
+    /// an audit event.
+    fn reown(&self, p: &Principal, plan: &ErasurePlan) -> Result<Vec<AssetId>> {
+        let store = &self.backends.store;
+        let owner = tenant_owner(&p.tenant);
+        let mut done = vec![];
+        for id in &plan.reown {
+            let Some(head) = store.get(id)? else { continue };
+            let mut recs = vec![head];
+            if recs[0].meta.kind == AssetKind::Document {
+                let chunks: Vec<String> = store
+                    .edges_from(id)?
+                    .into_iter()
+                    .filter(|e| e.relation == Relation::ChunkOf)
+                    .map(|e| e.child)
+                    .collect();
+                if !chunks.is_empty() {
+                    recs.extend(store.find(&AssetQuery {
+                        ids: Some(chunks),
+                        heads_only: true,
+                        ..Default::default()
+                    })?);
+                }
+            }
+            let mut ops = vec![];
+            for mut rec in recs {
+                let hash = rec.meta.content_hash.clone();
+                rec.meta.version += 1;
+                rec.meta.owner = owner.clone();
+                rec.meta.updated_at = chrono::Utc::now();
+                ops.push(WriteOp::Audit(
+                    AuditDraft::new(&p.user, "asset.reown")
+                        .in_scope(&rec.meta.scope)
+                        .asset(&rec.meta.id)
+                        .hashes(Some(hash.clone()), Some(hash))
+                        .reason("owner erased; re-owned to the tenant"),
+                ));
+                ops.push(WriteOp::PutVersion(Box::new(rec)));
+            }
+            store.commit(ops)?;
+            done.push(id.clone());
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,102 @@
+//! The services layer's error: a refusal already mapped onto the core's code table (code,
+//! message, machine-readable details), so every door answers it the same way.
+
+use registry_core::{CoreError, ErrorCode};
+
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: serde_json::Value,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = details;
+        self
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, what)
+    }
+
+    pub fn forbidden(what: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, what)
+    }
+
+    pub fn validation(what: impl Into<String>) -> Self {
+        Self::new(ErrorCode::ValidationFailed, what)
+    }
+
+    /// Something this code did not expect (a corrupt stored body, a missing blob): the caller
+    /// sees `INTERNAL`; the message goes to the log.
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::Internal, e.to_string())
+    }
+}
+
+impl From<CoreError> for Error {
+    fn from(e: CoreError) -> Self {
+        Error {
+            code: e.code(),
+            details: e.details(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<Error> for CoreError {
+    fn from(e: Error) -> Self {
+        match e.code {
+            ErrorCode::Internal => CoreError::backend("services", e.message),
+            code => CoreError::Coded {
+                code,
+                message: e.message,
+                details: e.details,
+            },
+        }
+    }
+}
+
+impl From<registry_memory::Error> for Error {
+    fn from(e: registry_memory::Error) -> Self {
+        CoreError::from(e).into()
+    }
+}
+
+impl From<registry_knowledge::Error> for Error {
+    fn from(e: registry_knowledge::Error) -> Self {
+        CoreError::from(e).into()
+    }
+}
+
+impl From<registry_skills::Error> for Error {
+    fn from(e: registry_skills::Error) -> Self {
+        Error {
+            code: e.code,
+            message: e.message,
+            details: e.details,
+        }
+    }
+}
+
+impl From<registry_context::Error> for Error {
+    fn from(e: registry_context::Error) -> Self {
+        Error {
+            code: e.code,
+            message: e.message,
+            details: e.details,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Maintenance jobs: one runner, one record of runs (the store's `JobRunStore`).
+//!
+//! [`Services::run_job`] records the start, runs the job, and records the end with its counts
+//! or error. A run killed midway stays `running`; every job is written so that rerunning it
+//! finishes what the dead run left (see `registry_memory::jobs`, the deletion engine's
+//! receipts).
+
+use chrono::{DateTime, Utc};
+use registry_core::asset::AssetKind;
+use registry_core::deletion::DeletionLevel;
+use registry_core::store::AssetQuery;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result, Services};
+
+/// Jobs this runner knows.
+pub const JOBS: &[&str] = &[
+    "consolidate",
+    "decay",
+    "purge",
+    "retention",
+    "reindex",
+    "compact",
+    "checkpoint",
+];
+
+/// What the retention job purges besides assets whose own `retain_until` has passed: assets of
+/// a kind (memory: of a class) older than these many days since they were created. 0 keeps
+/// them until they are deleted. Freshness (`expires_at`) never purges anything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionPolicy {
+    pub memory_working_days: u32,
+    pub memory_episodic_days: u32,
+    pub memory_semantic_days: u32,
+    pub memory_procedural_days: u32,
+    pub document_days: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct JobReport {
+    pub run_id: i64,
+    pub name: String,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// `ok` or `failed`.
+    pub outcome: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub counts: serde_json::Value,
+    pub error: Option<String>,
+}
+
+fn unknown(name: &str) -> Error {
+    Error::validation(format!("unknown job {name:?} (known: {})", JOBS.join(", ")))
+        .with_details(serde_json::json!({"field": "name", "reason": "unknown"}))
+}
+
+fn json<T: Serialize>(v: T) -> Result<serde_json::Value> {
+    serde_json::to_value(v).map_err(Error::internal)
+}
+
+impl Services {
+    /// Runs one job and records the run. Unknown names fail before anything is recorded.
+    pub fn run_job(&self, name: &str) -> Result<JobReport> {
+        if !JOBS.contains(&name) {
+            return Err(unknown(name));
+        }
+        let runs = &self.backends.store;
+        let started_at = Utc::now();
+        let run_id = runs.start_run(name, started_at)?;
+        let result = self.run_named(name);
+        let finished_at = Utc::now();
+        let (outcome, counts, error) = match &result {
+            Ok(c) => ("ok", c.clone(), None),
+            Err(e) => ("failed", serde_json::Value::Null, Some(e.to_string())),
+        };
+        runs.finish_run(run_id, finished_at, outcome, &counts, error.as_deref())?;
+        Ok(JobReport {
+            run_id,
+            name: name.to_string(),
+            started_at,
+            finished_at,
+            outcome: outcome.to_string(),
+            counts,
+            error,
+        })
+    }
+
+    fn run_named(&self, name: &str) -> Result<serde_json::Value> {
+        match name {
+            "consolidate" => {
+                let since = self.backends.store.last_ok_start(name)?;
+                json(self.memory.consolidate(since)?)
+            }
+            "decay" => json(self.memory.decay(Utc::now())?),
+            "purge" => self.purge(),
+            "reindex" => self.reindex(),
+            "retention" => self.retention(),
+            "checkpoint" => {
+                let cp = self.audit.checkpoint()?;
+                Ok(serde_json::json!({
+                    "checkpoint": cp.map(|c| serde_json::json!({"seq": c.seq, "hash": c.hash}))
+                }))
+            }
+            "compact" => {
+                self.backends.text.compact()?;
+                self.backends.vectors.compact()?;
+                let complete = self.backends.store.checkpoint()?;
+                Ok(serde_json::json!({
+                    "compacted": ["text_index", "vector_index", "store_log"],
+                    "store_checkpoint_complete": complete,
+                }))
+            }
+            other => Err(unknown(other)),
+        }
+    }
+
+    /// Re-embeds every entry whose vector another model made (the model tag is stored beside
+    /// each vector), memories and knowledge chunks alike. Idempotent: a rerun finds nothing.
+    fn reindex(&self) -> Result<serde_json::Value> {
+        let b = &self.backends;
+        let tag = b.embedder.info().tag();
+        let (mut memories, mut chunks, mut other) = (0, 0, 0);
+        loop {
+            let stale = b.vectors.ids_not_made_by(&tag, 512)?;
+            if stale.is_empty() {
+                break;
+            }
+            let recs = b.store.find(&AssetQuery {
+                ids: Some(stale.clone()),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            let mem: Vec<_> = recs
+                .iter()
+                .filter(|r| r.meta.kind == AssetKind::Memory)
+                .cloned()
+                .collect();
+            let chunk_ids: Vec<String> = recs
+                .iter()
+                .filter(|r| r.meta.kind == AssetKind::Chunk)
+                .map(|r| r.meta.id.clone())
+                .collect();
+            let before = (memories, chunks);
+            memories += self.memory.reindex(&mem)?;
+            if !chunk_ids.is_empty() {
+                chunks += self.knowledge.reindex_only(Some(chunk_ids))?;
+            }
+            // Vectors with no servable asset behind them (revoked, superseded) are dropped
+            // rather than re-embedded, so the loop always makes progress.
+            let left = b.vectors.ids_not_made_by(&tag, 512)?;
+            let stuck: Vec<String> = left.into_iter().filter(|id| stale.contains(id)).collect();
+            if !stuck.is_empty() {
+                other += stuck.len();
+                b.vectors.delete(&stuck)?;
+            }
+            if before == (memories, chunks) && stuck.is_empty() {
+                break;
+            }
+        }
+        Ok(serde_json::json!({
+            "model": tag,
+            "memories": memories,
+            "chunks": chunks,
+            "dropped_unservable": other,
+        }))
+    }
+
+    /// Finishes every deletion a crash interrupted (each receipt resumes from its last stage).
+    fn purge(&self) -> Result<serde_json::Value> {
+        let done = self.deletions.resume_unfinished()?;
+        Ok(serde_json::json!({
+            "receipts_completed": done.len(),
+            "receipts": done.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        }))
+    }
+
+    /// Deletes, down to the purged level, every asset whose retention has passed: its own
+    /// `retain_until`, or the age its kind (memory: its class) is kept for. Freshness
+    /// (`expires_at`) purges nothing: a document past it is kept, out of answers, until its
+    /// retention ends. One receipt per tenant.
+    fn retention(&self) -> Result<serde_json::Value> {
+        let store = &self.backends.store;
+        let now = Utc::now();
+        let mut due = store.find(&AssetQuery {
+            retain_before: Some(now),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let r = &self.options.retention;
+        let rules = [
+            (AssetKind::Memory, Some("working"), r.memory_working_days),
+            (AssetKind::Memory, Some("episodic"), r.memory_episodic_days),
+            (AssetKind::Memory, Some("semantic"), r.memory_semantic_days),
+            (
+                AssetKind::Memory,
+                Some("procedural"),
+                r.memory_procedural_days,
+            ),
+            (AssetKind::Document, None, r.document_days),
+        ];
+        for (kind, class, days) in rules {
+            if days == 0 {
+                continue;
+            }
+            let old = store.find(&AssetQuery {
+                kind: Some(kind),
+                created_before: Some(now - chrono::Duration::days(i64::from(days))),
+                heads_only: true,
+                ..Default::default()
+            })?;
+            due.extend(old.into_iter().filter(|a| {
+                class.is_none_or(|c| a.body.get("class").and_then(|v| v.as_str()) == Some(c))
+            }));
+        }
+        let mut by_tenant: std::collections::BTreeMap<Option<String>, Vec<String>> =
+            Default::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for r in due {
+            if seen.insert(r.meta.id.clone()) {
+                by_tenant
+                    .entry(r.meta.scope.tenant.clone())
+                    .or_default()
+                    .push(r.meta.id);
+            }
+        }
+        let mut receipts = vec![];
+        let mut assets = 0;
+        for (tenant, ids) in by_tenant {
+            let r = self.deletions.delete_for_tenant(
+                tenant.as_deref(),
+                "retention",
+                "retention period expired",
+                &ids,
+                DeletionLevel::Purged,
+            )?;
+            assets += r.counts.assets;
+            receipts.push(r.id);
+        }
+        Ok(serde_json::json!({ "assets_purged": assets, "receipts": receipts }))
+    }
+}

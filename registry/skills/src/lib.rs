@@ -1,0 +1,15 @@
+#![doc = include_str!("../README.md")]
+
+pub mod error;
+pub mod lifecycle;
+pub mod service;
+pub mod views;
+
+pub use error::{Error, Result};
+pub use lifecycle::{Action, LifecycleState};
+pub use service::{
+    ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
+    ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, SkillsService,
+    TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest,
+};
+pub use views::{DiscoverList, InstructionsView, SelectView, VersionSummary, VersionView};

@@ -1,0 +1,176 @@
+//! The wire views of skills, shared by every door (HTTP, MCP, the console): discover lists,
+//! the select view of a name, a version, the loaded instructions.
+
+use registry_core::principal::Principal;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::service::{
+    Deprecation, DiscoverView, LifecycleState, Loaded, ReviewRecord, SkillsService, TestRun,
+};
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DiscoverList {
+    pub skills: Vec<DiscoverView>,
+    /// Sum of the entries' token counts.
+    pub total_tokens: usize,
+    /// The tokenizer that counted (the embedding model's WordPiece tokenizer).
+    pub tokenizer: String,
+}
+
+/// The discover answer, shared by HTTP and MCP.
+pub fn discover_list(
+    s: &SkillsService,
+    p: &Principal,
+    q: Option<&str>,
+    limit: Option<usize>,
+) -> Result<DiscoverList> {
+    let limit = limit.unwrap_or(20).clamp(1, 200);
+    let skills = crate::service::discover(s, p, q, limit)?;
+    Ok(DiscoverList {
+        total_tokens: skills.iter().map(|e| e.tokens).sum(),
+        tokenizer: s.embedder.info().tag(),
+        skills,
+    })
+}
+
+/// A version as the API shows it (no archive bytes).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VersionView {
+    pub id: String,
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    pub state: LifecycleState,
+    pub allowed_transitions: Vec<String>,
+    pub author: String,
+    pub scope: String,
+    pub archive_sha256: String,
+    pub archive_size: u64,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub frontmatter: serde_json::Value,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub manifest: serde_json::Value,
+    /// The canonical file tree: path, executable, size, sha256.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub files: serde_json::Value,
+    pub discover: DiscoverView,
+    pub tests: Option<TestRun>,
+    pub reviews: Vec<ReviewRecord>,
+    pub deprecation: Option<Deprecation>,
+    pub yank_reason: Option<String>,
+}
+
+impl VersionView {
+    pub fn of(l: &Loaded) -> Self {
+        let b = &l.body;
+        VersionView {
+            id: l.rec.meta.id.clone(),
+            name: b.name.clone(),
+            version: b.version.clone(),
+            digest: b.digest.clone(),
+            state: b.state,
+            allowed_transitions: b.state.allowed().iter().map(|s| s.to_string()).collect(),
+            author: b.author.clone(),
+            scope: b.scope.clone(),
+            archive_sha256: b.archive_sha256.clone(),
+            archive_size: b.archive_size,
+            frontmatter: b.frontmatter.clone(),
+            manifest: serde_json::to_value(&b.manifest).unwrap_or_default(),
+            files: serde_json::to_value(&b.files).unwrap_or_default(),
+            discover: b.discover.clone(),
+            tests: b.tests.clone(),
+            reviews: b.reviews.clone(),
+            deprecation: b.deprecation.clone(),
+            yank_reason: b.yank_reason.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct VersionSummary {
+    pub version: String,
+    pub digest: String,
+    pub state: LifecycleState,
+    pub yanked: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SelectView {
+    pub name: String,
+    /// The current release, if any version is released.
+    pub current: Option<String>,
+    /// Every version, oldest first (drafts and yanked included, with their state).
+    pub versions: Vec<VersionSummary>,
+    /// The version shown: `?version=`, else the current release, else the newest.
+    pub selected: VersionView,
+    /// Whether the caller's declared tools, permissions and environment cover the skill's.
+    pub executable: bool,
+    pub reasons: Vec<String>,
+}
+
+/// The select answer, shared by HTTP and MCP.
+pub fn select_view(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: Option<&str>,
+    tools: &[String],
+    permissions: &[String],
+    environment: &[String],
+) -> Result<SelectView> {
+    let versions = crate::service::visible_versions(s, p, name)?;
+    let current = crate::service::current_release(s, &versions)?;
+    let selected = match (version, &current) {
+        (Some(v), _) => versions.iter().find(|l| l.body.version == v),
+        (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
+        (None, None) => versions.last(),
+    }
+    .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?;
+    let (executable, reasons) =
+        crate::service::executable_check(selected, tools, permissions, environment);
+    Ok(SelectView {
+        name: name.to_string(),
+        current: current.map(|c| c.version),
+        versions: versions
+            .iter()
+            .map(|l| VersionSummary {
+                version: l.body.version.clone(),
+                digest: l.body.digest.clone(),
+                state: l.body.state,
+                yanked: l.body.state == LifecycleState::Yanked,
+            })
+            .collect(),
+        selected: VersionView::of(selected),
+        executable,
+        reasons,
+    })
+}
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InstructionsView {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    /// The Markdown body of `SKILL.md`.
+    pub instructions: String,
+    pub tokens: usize,
+}
+
+/// The load answer, shared by HTTP and MCP.
+pub fn instructions_view(s: &SkillsService, l: &Loaded) -> Result<InstructionsView> {
+    let text = crate::service::instructions(s, l)?;
+    let tokens = s.embedder.count_tokens(&text)?;
+    Ok(InstructionsView {
+        name: l.body.name.clone(),
+        version: l.body.version.clone(),
+        digest: l.body.digest.clone(),
+        instructions: text,
+        tokens,
+    })
+}
