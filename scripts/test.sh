@@ -8,4 +8,7 @@ bash scripts/fetch-models.sh
 bash scripts/fetch-clients.sh
 # CI=true makes insta refuse to write new snapshots: a changed OpenAPI document fails the run.
 export INSTA_UPDATE="${INSTA_UPDATE:-no}"
-cargo test --workspace --all-targets --locked "$@"
+# The PostgreSQL store's tests run against a throw-away cluster (installed from Debian's
+# postgresql-15 if missing), or against REGISTRY_TEST_PG_URL when set; REGISTRY_SKIP_PG=1 skips
+# them by name.
+bash scripts/pg-test.sh -- cargo test --workspace --all-targets --locked "$@"

@@ -109,6 +109,19 @@ impl AuditDraft {
         self.reason = Some(r.into());
         self
     }
+
+    /// Refuses a draft with a NUL character in any field (see [`crate::store::refuse_nul`]).
+    pub fn refuse_nul(&self) -> crate::error::CoreResult<()> {
+        crate::store::refuse_nul([
+            ("audit.actor", Some(self.actor.as_str())),
+            ("audit.tenant", self.tenant.as_deref()),
+            ("audit.action", Some(self.action.as_str())),
+            ("audit.asset_id", self.asset_id.as_deref()),
+            ("audit.before_hash", self.before_hash.as_deref()),
+            ("audit.after_hash", self.after_hash.as_deref()),
+            ("audit.reason", self.reason.as_deref()),
+        ])
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

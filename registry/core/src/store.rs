@@ -110,6 +110,23 @@ pub trait AssetStore: Send + Sync {
     fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64>;
 }
 
+/// Refuses a stored identifier or name that holds a NUL character, naming the field. PostgreSQL
+/// cannot keep NUL in a text column, so no backend stores one there (SQLite could): both refuse
+/// it the same way, and a lookup by such text finds nothing. JSON bodies keep it as `\u0000`.
+pub fn refuse_nul<'a>(
+    fields: impl IntoIterator<Item = (&'static str, Option<&'a str>)>,
+) -> CoreResult<()> {
+    for (field, value) in fields {
+        if value.is_some_and(|v| v.contains('\0')) {
+            return Err(crate::error::CoreError::validation_with(
+                format!("{field} holds a NUL character"),
+                serde_json::json!({ "field": field, "reason": "nul_character" }),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A stored API key. Only the sha256 of the secret is kept.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKeyRecord {

@@ -24,6 +24,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0006_governance",
         include_str!("../migrations/0006_governance.sql"),
     ),
+    (
+        "0007_retention_immutable",
+        include_str!("../migrations/0007_retention_immutable.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

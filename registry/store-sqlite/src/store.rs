@@ -12,7 +12,9 @@ use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS
 use registry_core::deletion::{Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Role;
-use registry_core::store::{ApiKeyRecord, AssetQuery, AssetStore, KeyStore, PurgeCounts, WriteOp};
+use registry_core::store::{
+    ApiKeyRecord, AssetQuery, AssetStore, KeyStore, PurgeCounts, WriteOp, refuse_nul,
+};
 use registry_core::{CoreError, CoreResult};
 
 use crate::StoreResult;
@@ -211,6 +213,7 @@ pub(crate) fn append_audit(
     draft: AuditDraft,
     key: Option<&AuditKey>,
 ) -> CoreResult<AuditEvent> {
+    draft.refuse_nul()?;
     let last: Option<(u64, String)> = tx
         .query_row(
             "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
@@ -249,6 +252,12 @@ pub(crate) fn append_audit(
 fn put_version(tx: &Transaction<'_>, rec: &AssetRecord) -> CoreResult<()> {
     let m = &rec.meta;
     m.validate()?;
+    refuse_nul([
+        ("id", Some(m.id.as_str())),
+        ("owner", Some(m.owner.as_str())),
+        ("content_hash", Some(m.content_hash.as_str())),
+        ("lookup_key", rec.lookup_key.as_deref()),
+    ])?;
     let head: Option<u32> = tx
         .query_row(
             "SELECT MAX(version) FROM assets WHERE id = ?1",
@@ -350,6 +359,10 @@ impl AssetStore for SqliteStore {
                         expect,
                     } => set_status(tx, &id, version, status, expect)?,
                     WriteOp::AddEdge(e) => {
+                        refuse_nul([
+                            ("edge.parent", Some(e.parent.as_str())),
+                            ("edge.child", Some(e.child.as_str())),
+                        ])?;
                         tx.execute(
                             "INSERT OR IGNORE INTO derivation (parent, child, relation, child_store, created_at)
                              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -364,6 +377,11 @@ impl AssetStore for SqliteStore {
                         request_hash,
                         response,
                     } => {
+                        refuse_nul([
+                            ("idempotency.tenant", Some(tenant.as_str())),
+                            ("idempotency.key", Some(key.as_str())),
+                            ("idempotency.request_hash", Some(request_hash.as_str())),
+                        ])?;
                         tx.execute(
                             "INSERT INTO idempotency (tenant, key, request_hash, response, created_at)
                              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -704,6 +722,12 @@ impl SqliteStore {
 
 impl KeyStore for SqliteStore {
     fn create_key(&self, rec: &ApiKeyRecord) -> CoreResult<()> {
+        refuse_nul([
+            ("key.id", Some(rec.id.as_str())),
+            ("key.key_hash", Some(rec.key_hash.as_str())),
+            ("key.tenant", Some(rec.tenant.as_str())),
+            ("key.user", Some(rec.user.as_str())),
+        ])?;
         let key = self.audit_key.clone();
         self.write(|tx| {
             tx.execute(
@@ -824,6 +848,10 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
 
 impl ReceiptStore for SqliteStore {
     fn put_receipt(&self, r: &Receipt) -> CoreResult<()> {
+        refuse_nul([
+            ("receipt.id", Some(r.id.as_str())),
+            ("receipt.tenant", r.tenant.as_deref()),
+        ])?;
         let json = serde_json::to_string(r).map_err(be)?;
         let status = match r.status {
             ReceiptStatus::InProgress => "in_progress",
