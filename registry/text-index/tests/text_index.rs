@@ -7,7 +7,7 @@ use std::sync::Arc;
 use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, TextDoc, TextIndex, VisibilityFilter};
 use registry_engine::contract::{filter, keys, text_index_contract};
-use registry_text_index::TantivyTextIndex;
+use registry_text_index::{CjkAnalysis, Error, RebuildReason, TantivyTextIndex};
 
 fn doc(id: &str, text: &str) -> TextDoc {
     TextDoc {
@@ -335,4 +335,132 @@ fn deferred_entries_are_seen_by_the_next_search_and_durable_after_a_flush() {
     drop(ix);
     let ix = TantivyTextIndex::open(dir.path()).unwrap();
     assert_eq!(ids(&ix, "otter"), ["c"]);
+}
+
+// ---- Stored format ----
+
+/// An index as format 1 wrote it: the same fields, the text analysed by `registry_en`.
+fn write_format_1_index(dir: &Path) {
+    use tantivy::schema::{
+        FAST, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    };
+    use tantivy::tokenizer::{
+        Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter,
+        TextAnalyzer,
+    };
+    let mut b = Schema::builder();
+    let asset_id = b.add_text_field("asset_id", STRING | STORED | FAST);
+    for f in ["kind", "scope_key", "acl", "tag"] {
+        b.add_text_field(f, STRING);
+    }
+    let text = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("registry_en")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        ),
+    );
+    let index = tantivy::Index::create_in_dir(dir, b.build()).unwrap();
+    index.tokenizers().register(
+        "registry_en",
+        TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(64))
+            .filter(LowerCaser)
+            .filter(StopWordFilter::new(Language::English).unwrap())
+            .filter(Stemmer::new(Language::English))
+            .build(),
+    );
+    let mut w: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    let mut d = tantivy::TantivyDocument::default();
+    d.add_text(asset_id, "old");
+    d.add_text(text, "项目周报 weekly report");
+    w.add_document(d).unwrap();
+    w.commit().unwrap();
+}
+
+fn rebuild_reason(r: Result<TantivyTextIndex, Error>) -> RebuildReason {
+    match r {
+        Err(Error::NeedsRebuild { reason, .. }) => reason,
+        other => panic!("expected NeedsRebuild, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_index_of_format_1_is_refused_until_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_format_1_index(dir.path());
+    std::fs::write(dir.path().join("notes.txt"), "not the index's").unwrap();
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::OlderFormat { found: 1 }
+    );
+    let ix = TantivyTextIndex::rebuild_empty(dir.path()).unwrap();
+    assert!(ix.needs_rebuild());
+    assert_eq!(ix.format_version(), registry_text_index::FORMAT_VERSION);
+    assert_eq!(ix.len().unwrap(), 0, "nothing of the old index is left");
+    ix.upsert(&[doc("a", "项目周报")]).unwrap();
+    drop(ix);
+    // A crash before the rebuild finished: the partial index is refused, and rebuilt again.
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::Interrupted
+    );
+    let ix = TantivyTextIndex::rebuild_empty(dir.path()).unwrap();
+    assert_eq!(ix.len().unwrap(), 0);
+    ix.upsert(&[doc("new", "项目周报 weekly report")]).unwrap();
+    ix.upsert_deferred(&[doc("deferred", "进度报告")]).unwrap();
+    ix.finish_rebuild().unwrap();
+    assert!(!ix.needs_rebuild());
+    drop(ix);
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    assert!(!ix.needs_rebuild());
+    assert_eq!(ids(&ix, "周报"), ["new"]);
+    assert_eq!(ids(&ix, "报告"), ["deferred"]);
+    assert_eq!(ix.len().unwrap(), 2);
+    assert!(dir.path().join("notes.txt").exists(), "foreign files stay");
+}
+
+#[test]
+fn an_index_of_another_cjk_analysis_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(TantivyTextIndex::open_with(dir.path(), CjkAnalysis::Bigrams).unwrap());
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::OtherAnalysis {
+            found: "bigrams".into()
+        }
+    );
+    let ix = TantivyTextIndex::open_with(dir.path(), CjkAnalysis::Bigrams).unwrap();
+    assert_eq!(ix.analysis(), CjkAnalysis::Bigrams);
+}
+
+#[test]
+fn a_rebuild_waits_for_no_live_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    ix.upsert(&[doc("a", "glacier")]).unwrap();
+    match TantivyTextIndex::rebuild_empty(dir.path()) {
+        Err(Error::Tantivy(tantivy::TantivyError::LockFailure(..))) => {}
+        other => panic!("expected a lock failure, got {other:?}"),
+    }
+    assert!(
+        !dir.path()
+            .join(registry_text_index::REBUILD_MARKER)
+            .exists()
+    );
+    assert_eq!(ids(&ix, "glacier"), ["a"], "the live index is untouched");
+}
+
+#[test]
+fn an_index_of_a_newer_format_is_not_ours_to_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    write_format_1_index(dir.path());
+    let meta = dir.path().join("meta.json");
+    let s = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, s.replace("registry_en", "registry_v99_words")).unwrap();
+    match TantivyTextIndex::open(dir.path()) {
+        Err(Error::Schema(_)) => {}
+        other => panic!("expected a schema error, got {other:?}"),
+    }
 }
