@@ -1,34 +1,70 @@
-//! The full-text (BM25) leg of the embedded form: a tantivy index in a directory of the data dir.
-//!
-//! Every document carries its governance keys (`asset_id`, `kind`, `scope_key`, `acl`, `tag`) as
-//! raw-token fields, and every search puts the [`VisibilityFilter`] into the same boolean query
-//! as the user's text, so tantivy never scores a document the caller may not see. The text itself
-//! is indexed but not stored.
+#![doc = include_str!("../README.md")]
+
+mod analysis;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+pub use analysis::{CjkAnalysis, MAX_CJK_PIECE_CHARS, MAX_TOKEN_BYTES, MAX_TOKENS_PER_TEXT};
+
 use parking_lot::Mutex;
 use registry_core::retrieval::{ScoredId, TextDoc, TextIndex, VisibilityFilter};
 use registry_core::{AssetId, CoreError, CoreResult};
 use tantivy::collector::TopDocs;
-use tantivy::directory::MmapDirectory;
+use tantivy::directory::{Directory, INDEX_WRITER_LOCK, MmapDirectory};
 use tantivy::query::{BooleanQuery, ConstScoreQuery, EmptyQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
+    Field, FieldType, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    Value,
 };
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
-};
+use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, TantivyDocument, Term,
+    DocAddress, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Score,
+    TantivyDocument, Term,
 };
 
-/// Name under which the English analyzer is registered; the schema refers to it by name, so it is
-/// registered again on every open.
-const ANALYZER: &str = "registry_en";
+/// The stored format this build writes. 1: tantivy's simple tokenizer with the English filters
+/// (analyzer `registry_en`): a run of CJK characters was one token. 2: the mixed-script analyzer
+/// of the [`CjkAnalysis`] recorded with it.
+///
+/// The format lives in the index's own schema (`meta.json`, written atomically by every commit):
+/// the `text` field names its analyzer `registry_v{FORMAT_VERSION}_{analysis}`.
+pub const FORMAT_VERSION: u32 = 2;
+/// Distinct terms a query asks at most (its first ones); the rest of a longer query is ignored.
+pub const MAX_QUERY_TERMS: usize = 1024;
+/// The analyzer name of format 1.
+const FORMAT_1_ANALYZER: &str = "registry_en";
+/// Present in the index directory from the start of [`TantivyTextIndex::rebuild_empty`] until
+/// [`TantivyTextIndex::finish_rebuild`]: an index that holds it is incomplete.
+pub const REBUILD_MARKER: &str = "rebuild-in-progress";
 const WRITER_MEMORY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Why an index directory cannot be opened as it is and must be rebuilt from the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebuildReason {
+    /// Written by an older build (format `found`), whose analysis this build no longer has.
+    OlderFormat { found: u32 },
+    /// This format, with another CJK analysis than the one asked for.
+    OtherAnalysis { found: String },
+    /// A rebuild began and did not finish: the index holds only part of the entries.
+    Interrupted,
+}
+
+impl std::fmt::Display for RebuildReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RebuildReason::OlderFormat { found } => {
+                write!(
+                    f,
+                    "it has format {found}, this build writes {FORMAT_VERSION}"
+                )
+            }
+            RebuildReason::OtherAnalysis { found } => write!(f, "it has CJK analysis {found}"),
+            RebuildReason::Interrupted => write!(f, "a rebuild of it did not finish"),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -40,6 +76,10 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("index schema does not match: {0}")]
     Schema(String),
+    /// The directory holds an index this build must rebuild before use: see
+    /// [`TantivyTextIndex::rebuild_empty`].
+    #[error("text index in {dir} must be rebuilt: {reason}")]
+    NeedsRebuild { dir: String, reason: RebuildReason },
     #[error("stored document without asset_id")]
     MissingId,
 }
@@ -60,21 +100,51 @@ struct Fields {
     acl: Field,
     tag: Field,
     text: Field,
+    /// The second text field of [`CjkAnalysis::WordsOrBigrams`]: CJK bigrams only.
+    bigrams: Option<Field>,
 }
 
-fn schema() -> (Schema, Fields) {
+/// Name of the `text` field's analyzer: it records the format and the analysis.
+fn analyzer_name(analysis: CjkAnalysis) -> String {
+    format!("registry_v{FORMAT_VERSION}_{}", analysis.name())
+}
+
+fn bigram_analyzer_name(analysis: CjkAnalysis) -> String {
+    format!("{}_bigram_field", analyzer_name(analysis))
+}
+
+/// The format and analysis named by a stored `text` analyzer; `None` for a name no build of
+/// this crate wrote.
+fn parse_analyzer_name(name: &str) -> Option<(u32, &str)> {
+    if name == FORMAT_1_ANALYZER {
+        return Some((1, ""));
+    }
+    let (version, analysis) = name.strip_prefix("registry_v")?.split_once('_')?;
+    Some((version.parse().ok()?, analysis))
+}
+
+fn text_field_options(analyzer: &str) -> TextOptions {
+    TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(analyzer)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    )
+}
+
+fn schema(analysis: CjkAnalysis) -> (Schema, Fields) {
     let mut b = Schema::builder();
     let asset_id = b.add_text_field("asset_id", STRING | STORED | tantivy::schema::FAST);
     let kind = b.add_text_field("kind", STRING);
     let scope_key = b.add_text_field("scope_key", STRING);
     let acl = b.add_text_field("acl", STRING);
     let tag = b.add_text_field("tag", STRING);
-    let text_opts = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(ANALYZER)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
-    let text = b.add_text_field("text", text_opts);
+    let text = b.add_text_field("text", text_field_options(&analyzer_name(analysis)));
+    let bigrams = analysis.bigram_field_emit().map(|_| {
+        b.add_text_field(
+            "text_bigrams",
+            text_field_options(&bigram_analyzer_name(analysis)),
+        )
+    });
     (
         b.build(),
         Fields {
@@ -84,20 +154,55 @@ fn schema() -> (Schema, Fields) {
             acl,
             tag,
             text,
+            bigrams,
         },
     )
 }
 
-/// Lowercase, drop the Lucene English stop words, Porter-stem: the usual BM25 analyzer.
-fn analyzer() -> TextAnalyzer {
-    let stop = StopWordFilter::new(Language::English)
-        .expect("tantivy is built with its default `stopwords` feature");
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(64))
-        .filter(LowerCaser)
-        .filter(stop)
-        .filter(Stemmer::new(Language::English))
-        .build()
+/// The analyzer name of the stored schema's `text` field.
+fn stored_analyzer(schema: &Schema) -> Option<String> {
+    let field = schema.get_field("text").ok()?;
+    match schema.get_field_entry(field).field_type() {
+        FieldType::Str(o) => o.get_indexing_options().map(|i| i.tokenizer().to_string()),
+        _ => None,
+    }
+}
+
+/// Whether an existing index may be opened with `analysis`, and why not.
+fn check_format(stored: &Schema, analysis: CjkAnalysis, dir: &Path) -> Result<()> {
+    let (expected, _) = schema(analysis);
+    if *stored == expected {
+        return Ok(());
+    }
+    let schema_error = || Error::Schema(dir.display().to_string());
+    let name = stored_analyzer(stored).ok_or_else(schema_error)?;
+    let (version, found) = parse_analyzer_name(&name).ok_or_else(schema_error)?;
+    let reason = match version {
+        v if v < FORMAT_VERSION => RebuildReason::OlderFormat { found: v },
+        FORMAT_VERSION if found != analysis.name() => RebuildReason::OtherAnalysis {
+            found: found.to_string(),
+        },
+        // A newer build's index, or this format with other fields: not ours to wipe.
+        _ => return Err(schema_error()),
+    };
+    Err(Error::NeedsRebuild {
+        dir: dir.display().to_string(),
+        reason,
+    })
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Whether `name` is a file tantivy keeps in an index directory (metas and segment files).
+fn is_index_file(name: &str) -> bool {
+    name == "meta.json"
+        || name == ".managed.json"
+        || name.split_once('.').is_some_and(|(stem, _)| {
+            stem.len() == 32 && stem.bytes().all(|b| b.is_ascii_hexdigit())
+        })
 }
 
 /// A tantivy index behind the [`TextIndex`] trait.
@@ -105,6 +210,11 @@ pub struct TantivyTextIndex {
     dir: PathBuf,
     index: Index,
     fields: Fields,
+    analysis: CjkAnalysis,
+    /// The analyzer of `fields.text`, and of `fields.bigrams` when there is one.
+    analyzers: Vec<(Field, TextAnalyzer)>,
+    /// From [`TantivyTextIndex::rebuild_empty`] until [`TantivyTextIndex::finish_rebuild`].
+    rebuilding: AtomicBool,
     reader: IndexReader,
     /// The single writer. `None` only transiently while [`TextIndex::compact`] recycles it.
     writer: Mutex<Option<IndexWriter>>,
@@ -128,16 +238,119 @@ impl std::fmt::Debug for TantivyTextIndex {
 }
 
 impl TantivyTextIndex {
-    /// Opens the index in `dir`, creating the directory and an empty index when absent.
+    /// Opens the index in `dir` with the default [`CjkAnalysis`], creating the directory and an
+    /// empty index when absent. An index of an older format, of another analysis or left by an
+    /// unfinished rebuild is refused with [`Error::NeedsRebuild`].
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(dir, CjkAnalysis::default())
+    }
+
+    /// [`TantivyTextIndex::open`] with the given CJK analysis.
+    pub fn open_with(dir: impl AsRef<Path>, analysis: CjkAnalysis) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)?;
-        let (schema, fields) = schema();
-        let index = Index::open_or_create(MmapDirectory::open(&dir)?, schema.clone())?;
+        if dir.join(REBUILD_MARKER).exists() {
+            return Err(Error::NeedsRebuild {
+                dir: dir.display().to_string(),
+                reason: RebuildReason::Interrupted,
+            });
+        }
+        let directory = MmapDirectory::open(&dir)?;
+        let index = if Index::exists(&directory).map_err(tantivy::TantivyError::from)? {
+            let index = Index::open(directory)?;
+            check_format(&index.schema(), analysis, &dir)?;
+            index
+        } else {
+            Index::create(directory, schema(analysis).0, IndexSettings::default())?
+        };
+        Self::from_index(dir, index, analysis, false)
+    }
+
+    /// Replaces whatever index `dir` holds (of any format) by an empty one of this build's
+    /// format and the default analysis, for the caller to re-add every entry from its store and
+    /// then call [`TantivyTextIndex::finish_rebuild`]. Until then the directory is marked
+    /// ([`REBUILD_MARKER`]), so a crash part-way makes the next [`TantivyTextIndex::open`] answer
+    /// [`RebuildReason::Interrupted`] instead of serving a partial index.
+    ///
+    /// Fails, touching nothing, while any writer holds the index (this process or another);
+    /// files in `dir` that are not tantivy's are left alone.
+    pub fn rebuild_empty(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let analysis = CjkAnalysis::default();
+        std::fs::create_dir_all(&dir)?;
+        let directory = MmapDirectory::open(&dir)?;
+        let lock = directory.acquire_lock(&INDEX_WRITER_LOCK).map_err(|e| {
+            tantivy::TantivyError::LockFailure(e, Some(format!("rebuilding {}", dir.display())))
+        })?;
+        let marker = dir.join(REBUILD_MARKER);
+        std::fs::File::create(&marker)?.sync_all()?;
+        sync_dir(&dir)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_file() && entry.file_name().to_str().is_some_and(is_index_file)
+            {
+                std::fs::remove_file(entry.path())?;
+            }
+        }
+        sync_dir(&dir)?;
+        let index = Index::create(directory, schema(analysis).0, IndexSettings::default())?;
+        drop(lock);
+        Self::from_index(dir, index, analysis, true)
+    }
+
+    /// Ends a rebuild begun by [`TantivyTextIndex::rebuild_empty`]: commits what is deferred and
+    /// removes the marker, so the index opens again. Call it once every entry is re-added.
+    pub fn finish_rebuild(&self) -> Result<()> {
+        self.with_writer(|w| self.commit_with(w, |_| Ok(())))?;
+        self.reader.reload()?;
+        match std::fs::remove_file(self.dir.join(REBUILD_MARKER)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        sync_dir(&self.dir)?;
+        self.rebuilding.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether this index was emptied by [`TantivyTextIndex::rebuild_empty`] and the rebuild has
+    /// not been finished: it does not hold every entry yet.
+    pub fn needs_rebuild(&self) -> bool {
+        self.rebuilding.load(Ordering::Acquire)
+    }
+
+    /// The stored format of this index: always [`FORMAT_VERSION`], since an older one does not
+    /// open.
+    pub fn format_version(&self) -> u32 {
+        FORMAT_VERSION
+    }
+
+    /// The CJK analysis of this index.
+    pub fn analysis(&self) -> CjkAnalysis {
+        self.analysis
+    }
+
+    fn from_index(
+        dir: PathBuf,
+        index: Index,
+        analysis: CjkAnalysis,
+        rebuilding: bool,
+    ) -> Result<Self> {
+        let (schema, fields) = schema(analysis);
         if index.schema() != schema {
             return Err(Error::Schema(dir.display().to_string()));
         }
-        index.tokenizers().register(ANALYZER, analyzer());
+        // The schema names its analyzers, so they are registered again on every open.
+        let mut analyzers = vec![(fields.text, analysis::analyzer(analysis.text_emit()))];
+        index
+            .tokenizers()
+            .register(&analyzer_name(analysis), analyzers[0].1.clone());
+        if let (Some(field), Some(emit)) = (fields.bigrams, analysis.bigram_field_emit()) {
+            let a = analysis::analyzer(emit);
+            index
+                .tokenizers()
+                .register(&bigram_analyzer_name(analysis), a.clone());
+            analyzers.push((field, a));
+        }
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -147,6 +360,9 @@ impl TantivyTextIndex {
             dir,
             index,
             fields,
+            analysis,
+            analyzers,
+            rebuilding: AtomicBool::new(rebuilding),
             reader,
             writer: Mutex::new(Some(writer)),
             deferred: Mutex::new(Vec::new()),
@@ -211,6 +427,9 @@ impl TantivyTextIndex {
                 doc.add_text(f.tag, t);
             }
             doc.add_text(f.text, &d.text);
+            if let Some(bigrams) = f.bigrams {
+                doc.add_text(bigrams, &d.text);
+            }
             w.add_document(doc)?;
         }
         Ok(())
@@ -250,21 +469,19 @@ impl TantivyTextIndex {
         f(writer)
     }
 
-    /// The analyzer's tokens of `query`, deduplicated, in first-seen order. Query syntax is not
-    /// interpreted, so no input can fail to parse.
+    /// The analyzers' tokens of `query`, deduplicated, in first-seen order, at most
+    /// [`MAX_QUERY_TERMS`]. Query syntax is not interpreted, so no input can fail to parse.
     fn query_terms(&self, query: &str) -> Vec<Term> {
-        let mut analyzer = self
-            .index
-            .tokenizers()
-            .get(ANALYZER)
-            .unwrap_or_else(analyzer);
-        let mut stream = analyzer.token_stream(query);
         let mut seen = HashSet::new();
         let mut terms = Vec::new();
-        while stream.advance() {
-            let t = stream.token().text.clone();
-            if seen.insert(t.clone()) {
-                terms.push(Term::from_field_text(self.fields.text, &t));
+        for (field, analyzer) in &self.analyzers {
+            let mut analyzer = analyzer.clone();
+            let mut stream = analyzer.token_stream(query);
+            while terms.len() < MAX_QUERY_TERMS && stream.advance() {
+                let t = Term::from_field_text(*field, &stream.token().text);
+                if seen.insert(t.clone()) {
+                    terms.push(t);
+                }
             }
         }
         terms
@@ -528,12 +745,25 @@ mod tests {
 
     #[test]
     fn only_the_asset_id_is_stored() {
-        let (schema, _) = schema();
+        let (schema, _) = schema(CjkAnalysis::WordsOrBigrams);
         let stored: Vec<&str> = schema
             .fields()
             .filter(|(_, e)| e.is_stored())
             .map(|(_, e)| e.name())
             .collect();
         assert_eq!(stored, ["asset_id"]);
+    }
+
+    #[test]
+    fn a_query_asks_a_bounded_number_of_terms() {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = TantivyTextIndex::open_with(dir.path(), CjkAnalysis::WordsOrBigrams).unwrap();
+        let query: String = (0..5000).map(|i| format!("w{i} 字{i} ")).collect();
+        assert_eq!(ix.query_terms(&query).len(), MAX_QUERY_TERMS);
+        assert_eq!(
+            ix.query_terms("部署 deploy").len(),
+            3,
+            "deploy, 部署 in both fields"
+        );
     }
 }

@@ -7,7 +7,11 @@ use std::sync::Arc;
 use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, TextDoc, TextIndex, VisibilityFilter};
 use registry_engine::contract::{filter, keys, text_index_contract};
-use registry_text_index::TantivyTextIndex;
+use registry_text_index::{CjkAnalysis, Error, RebuildReason, TantivyTextIndex};
+
+/// SciFact nDCG@10 of format 1 (simple tokenizer, English filters), measured by this file's
+/// `scifact_english_bm25_is_as_before` before format 2.
+const FORMAT_1_SCIFACT_NDCG: f64 = 0.6871;
 
 fn doc(id: &str, text: &str) -> TextDoc {
     TextDoc {
@@ -335,4 +339,365 @@ fn deferred_entries_are_seen_by_the_next_search_and_durable_after_a_flush() {
     drop(ix);
     let ix = TantivyTextIndex::open(dir.path()).unwrap();
     assert_eq!(ids(&ix, "otter"), ["c"]);
+}
+
+// ---- Retrieval quality on public BEIR-layout sets ----
+
+fn shared_data() -> std::path::PathBuf {
+    match std::env::var_os("REGISTRY_SHARED_DATA") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
+    }
+}
+
+/// A BEIR-layout set: documents (`title` + `text`), the judged queries, their relevant documents.
+struct Beir {
+    docs: Vec<(String, String)>,
+    queries: Vec<(String, String)>,
+    qrels: std::collections::HashMap<String, std::collections::HashMap<String, u32>>,
+}
+
+fn load_beir(name: &str) -> Beir {
+    let dir = shared_data().join(name);
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap_or_else(|e| panic!("{}: {e} (set REGISTRY_SHARED_DATA)", dir.join(f).display()))
+    };
+    let jsonl = |f: &str| -> Vec<serde_json::Value> {
+        read(f)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let s = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let mut qrels: std::collections::HashMap<String, std::collections::HashMap<String, u32>> =
+        Default::default();
+    for line in read("qrels/test.tsv").lines().skip(1) {
+        let mut cols = line.split('\t');
+        let (Some(q), Some(d), Some(score)) = (cols.next(), cols.next(), cols.next()) else {
+            continue;
+        };
+        let score: u32 = score.trim().parse().unwrap();
+        if score > 0 {
+            qrels
+                .entry(q.to_string())
+                .or_default()
+                .insert(d.to_string(), score);
+        }
+    }
+    let docs = jsonl("corpus.jsonl")
+        .iter()
+        .map(|v| (s(v, "_id"), format!("{}\n{}", s(v, "title"), s(v, "text"))))
+        .collect();
+    let queries = jsonl("queries.jsonl")
+        .iter()
+        .map(|v| (s(v, "_id"), s(v, "text")))
+        .filter(|(id, _)| qrels.contains_key(id))
+        .collect();
+    Beir {
+        docs,
+        queries,
+        qrels,
+    }
+}
+
+/// Mean nDCG@10 (linear gain, as trec_eval) and recall@5 of `ix` over the judged queries.
+fn evaluate(ix: &TantivyTextIndex, set: &Beir) -> (f64, f64) {
+    let docs: Vec<TextDoc> = set.docs.iter().map(|(id, text)| doc(id, text)).collect();
+    for batch in docs.chunks(1000) {
+        ix.upsert(batch).unwrap();
+    }
+    let (mut ndcg, mut recall) = (0.0, 0.0);
+    for (qid, text) in &set.queries {
+        let rel = &set.qrels[qid];
+        let hits = ix.search(text, &acme(), 10).unwrap();
+        let dcg: f64 = hits
+            .iter()
+            .enumerate()
+            .map(|(i, h)| f64::from(*rel.get(&h.asset_id).unwrap_or(&0)) / (i as f64 + 2.0).log2())
+            .sum();
+        let mut ideal: Vec<u32> = rel.values().copied().collect();
+        ideal.sort_unstable_by(|a, b| b.cmp(a));
+        let idcg: f64 = ideal
+            .iter()
+            .take(10)
+            .enumerate()
+            .map(|(i, g)| f64::from(*g) / (i as f64 + 2.0).log2())
+            .sum();
+        ndcg += dcg / idcg;
+        let found = hits
+            .iter()
+            .take(5)
+            .filter(|h| rel.contains_key(&h.asset_id))
+            .count();
+        recall += found as f64 / rel.len() as f64;
+    }
+    let n = set.queries.len() as f64;
+    (ndcg / n, recall / n)
+}
+
+// ---- CJK text ----
+
+#[test]
+fn a_mixed_document_is_found_by_either_languages_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    ix.upsert(&[
+        doc(
+            "mixed",
+            "升级Kubernetes集群之前，先备份etcd快照（snapshot），再逐个节点drain。",
+        ),
+        doc("zh", "数据库迁移之前要先备份，并在预发布环境验证。"),
+        doc(
+            "en",
+            "Rotate the TLS certificates of the ingress controller.",
+        ),
+        doc("other", "周末团队去郊外爬山，天气很好。"),
+    ])
+    .unwrap();
+    for q in [
+        "kubernetes snapshots",
+        "Draining nodes",
+        "etcd",
+        "集群快照",
+        "备份快照",
+        "升级集群",
+        "ＫＵＢＥＲＮＥＴＥＳ",
+        "如何升级 kubernetes 集群",
+    ] {
+        assert_eq!(
+            ids(&ix, q).first().map(String::as_str),
+            Some("mixed"),
+            "{q}"
+        );
+    }
+    assert_eq!(ids(&ix, "数据库迁移"), ["zh"]);
+    assert_eq!(ids(&ix, "certificate"), ["en"]);
+}
+
+#[test]
+fn japanese_and_korean_runs_are_searchable_and_break_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    ix.upsert(&[
+        doc("ja", "東京の天気は晴れです。デプロイは金曜日に行います。"),
+        doc("ko", "서울의 날씨는 맑습니다. 배포는 금요일에 합니다."),
+        doc("zh", "北京今天天气晴朗，周五发布新版本。"),
+        doc("en", "The weather in Paris is sunny; we deploy on Friday."),
+        doc("hw", "ﾃﾞﾌﾟﾛｲの手順"),
+    ])
+    .unwrap();
+    let deploy = ids(&ix, "デプロイ");
+    assert!(deploy[..2].contains(&"ja".to_string()), "{deploy:?}");
+    assert_eq!(ids(&ix, "東京の天気")[0], "ja");
+    assert_eq!(ids(&ix, "날씨는")[0], "ko");
+    assert_eq!(ids(&ix, "배포")[0], "ko");
+    assert_eq!(ids(&ix, "天气晴朗")[0], "zh");
+    assert_eq!(ids(&ix, "weather friday")[0], "en");
+    // Half-width katakana are folded, in the document and in the query.
+    assert!(deploy[..2].contains(&"hw".to_string()), "{deploy:?}");
+    let folded = ids(&ix, "ﾃﾞﾌﾟﾛｲ");
+    assert!(folded.contains(&"hw".to_string()) && folded.contains(&"ja".to_string()));
+    assert_eq!(ids(&ix, "金曜日"), ["ja"]);
+}
+
+/// The `text` terms of all segments: what the analysis put on disk.
+fn text_terms_on_disk(ix: &TantivyTextIndex) -> u64 {
+    let index = tantivy::Index::open_in_dir(ix.dir()).unwrap();
+    let field = index.schema().get_field("text").unwrap();
+    let searcher = index.reader().unwrap().searcher();
+    searcher
+        .segment_readers()
+        .iter()
+        .map(|s| s.inverted_index(field).unwrap().terms().num_terms() as u64)
+        .sum()
+}
+
+#[test]
+fn a_4_mib_cjk_word_is_indexed_within_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    // 4 MiB of Han characters with no separator, pseudo-random so that every bigram is new.
+    let mut x: u32 = 0x9E37_79B9;
+    let huge: String = (0..4 * 1024 * 1024 / 3)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            char::from_u32(0x4E00 + x % 0x5000).unwrap()
+        })
+        .collect();
+    let head: String = huge.chars().take(2).collect();
+    ix.upsert(&[doc("huge", &huge), doc("small", "正常的文档")])
+        .unwrap();
+    let terms = text_terms_on_disk(&ix);
+    assert!(
+        terms <= (registry_text_index::MAX_TOKENS_PER_TEXT + 16) as u64,
+        "{terms} terms on disk"
+    );
+    assert!(ids(&ix, &head).contains(&"huge".to_string()));
+    assert_eq!(ids(&ix, "正常"), ["small"]);
+    // The same text as a query is bounded too.
+    let hits = ix.search(&huge, &acme(), 5).unwrap();
+    assert_eq!(hits[0].asset_id, "huge");
+}
+
+#[test]
+fn cmrc2018_chinese_retrieval() {
+    let set = load_beir("cmrc2018-trial");
+    let mut figures = vec![];
+    for analysis in CjkAnalysis::ALL {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = TantivyTextIndex::open_with(dir.path(), analysis).unwrap();
+        let (ndcg, recall) = evaluate(&ix, &set);
+        println!(
+            "cmrc2018-trial {:<16} nDCG@10 {ndcg:.4} recall@5 {recall:.4}",
+            analysis.name()
+        );
+        figures.push((analysis, ndcg, recall));
+    }
+    let (_, ndcg, recall) = figures
+        .iter()
+        .find(|(a, _, _)| *a == CjkAnalysis::default())
+        .unwrap();
+    assert!(*ndcg >= 0.95 && *recall >= 0.95, "default: {ndcg} {recall}");
+}
+
+#[test]
+fn scifact_english_bm25_is_as_before() {
+    let set = load_beir("scifact");
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    let (ndcg, recall) = evaluate(&ix, &set);
+    println!("scifact nDCG@10 {ndcg:.4} recall@5 {recall:.4}");
+    assert!(ndcg >= FORMAT_1_SCIFACT_NDCG - 0.002, "{ndcg}");
+}
+
+// ---- Stored format ----
+
+/// An index as format 1 wrote it: the same fields, the text analysed by `registry_en`.
+fn write_format_1_index(dir: &Path) {
+    use tantivy::schema::{
+        FAST, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    };
+    use tantivy::tokenizer::{
+        Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter,
+        TextAnalyzer,
+    };
+    let mut b = Schema::builder();
+    let asset_id = b.add_text_field("asset_id", STRING | STORED | FAST);
+    for f in ["kind", "scope_key", "acl", "tag"] {
+        b.add_text_field(f, STRING);
+    }
+    let text = b.add_text_field(
+        "text",
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("registry_en")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        ),
+    );
+    let index = tantivy::Index::create_in_dir(dir, b.build()).unwrap();
+    index.tokenizers().register(
+        "registry_en",
+        TextAnalyzer::builder(SimpleTokenizer::default())
+            .filter(RemoveLongFilter::limit(64))
+            .filter(LowerCaser)
+            .filter(StopWordFilter::new(Language::English).unwrap())
+            .filter(Stemmer::new(Language::English))
+            .build(),
+    );
+    let mut w: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    let mut d = tantivy::TantivyDocument::default();
+    d.add_text(asset_id, "old");
+    d.add_text(text, "项目周报 weekly report");
+    w.add_document(d).unwrap();
+    w.commit().unwrap();
+}
+
+fn rebuild_reason(r: Result<TantivyTextIndex, Error>) -> RebuildReason {
+    match r {
+        Err(Error::NeedsRebuild { reason, .. }) => reason,
+        other => panic!("expected NeedsRebuild, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_index_of_format_1_is_refused_until_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_format_1_index(dir.path());
+    std::fs::write(dir.path().join("notes.txt"), "not the index's").unwrap();
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::OlderFormat { found: 1 }
+    );
+    let ix = TantivyTextIndex::rebuild_empty(dir.path()).unwrap();
+    assert!(ix.needs_rebuild());
+    assert_eq!(ix.format_version(), registry_text_index::FORMAT_VERSION);
+    assert_eq!(ix.len().unwrap(), 0, "nothing of the old index is left");
+    ix.upsert(&[doc("a", "项目周报")]).unwrap();
+    drop(ix);
+    // A crash before the rebuild finished: the partial index is refused, and rebuilt again.
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::Interrupted
+    );
+    let ix = TantivyTextIndex::rebuild_empty(dir.path()).unwrap();
+    assert_eq!(ix.len().unwrap(), 0);
+    ix.upsert(&[doc("new", "项目周报 weekly report")]).unwrap();
+    ix.upsert_deferred(&[doc("deferred", "进度报告")]).unwrap();
+    ix.finish_rebuild().unwrap();
+    assert!(!ix.needs_rebuild());
+    drop(ix);
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    assert!(!ix.needs_rebuild());
+    assert_eq!(ids(&ix, "周报"), ["new"]);
+    assert_eq!(ids(&ix, "报告"), ["deferred"]);
+    assert_eq!(ix.len().unwrap(), 2);
+    assert!(dir.path().join("notes.txt").exists(), "foreign files stay");
+}
+
+#[test]
+fn an_index_of_another_cjk_analysis_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(TantivyTextIndex::open_with(dir.path(), CjkAnalysis::Bigrams).unwrap());
+    assert_eq!(
+        rebuild_reason(TantivyTextIndex::open(dir.path())),
+        RebuildReason::OtherAnalysis {
+            found: "bigrams".into()
+        }
+    );
+    let ix = TantivyTextIndex::open_with(dir.path(), CjkAnalysis::Bigrams).unwrap();
+    assert_eq!(ix.analysis(), CjkAnalysis::Bigrams);
+}
+
+#[test]
+fn a_rebuild_waits_for_no_live_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    ix.upsert(&[doc("a", "glacier")]).unwrap();
+    match TantivyTextIndex::rebuild_empty(dir.path()) {
+        Err(Error::Tantivy(tantivy::TantivyError::LockFailure(..))) => {}
+        other => panic!("expected a lock failure, got {other:?}"),
+    }
+    assert!(
+        !dir.path()
+            .join(registry_text_index::REBUILD_MARKER)
+            .exists()
+    );
+    assert_eq!(ids(&ix, "glacier"), ["a"], "the live index is untouched");
+}
+
+#[test]
+fn an_index_of_a_newer_format_is_not_ours_to_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    write_format_1_index(dir.path());
+    let meta = dir.path().join("meta.json");
+    let s = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, s.replace("registry_en", "registry_v99_words")).unwrap();
+    match TantivyTextIndex::open(dir.path()) {
+        Err(Error::Schema(_)) => {}
+        other => panic!("expected a schema error, got {other:?}"),
+    }
 }
