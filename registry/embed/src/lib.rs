@@ -458,7 +458,7 @@ impl OnnxEmbedder {
         let n = offsets.len();
         // Room left once the special tokens and the document prefix are counted.
         let budget = max_tokens - self.spec.special_tokens - self.document_prefix_tokens;
-        let mut windows = Vec::new();
+        let mut windows: Vec<(usize, usize)> = Vec::new();
         let mut start = 0;
         while start < n {
             let mut end = if n - start <= budget {
@@ -466,12 +466,17 @@ impl OnnxEmbedder {
             } else {
                 choose_cut(text, offsets, start, start + budget)
             };
+            // A metaspace token ("▁" alone) shares the span of the piece after it, so spans
+            // may overlap: a window starts no earlier than the previous one ended.
+            let from = offsets[start].0.max(windows.last().map_or(0, |w| w.1));
             // Re-tokenising a window cut inside a word may yield more pieces than it had in
             // context, so shrink until the window fits on its own.
             loop {
-                let range = (offsets[start].0, offsets[end - 1].1);
+                let range = (from, offsets[end - 1].1.max(from));
                 if end == start + 1 || self.token_count(&text[range.0..range.1])? <= max_tokens {
-                    windows.push(range);
+                    if range.1 > range.0 {
+                        windows.push(range);
+                    }
                     break;
                 }
                 end -= 1;
@@ -497,12 +502,24 @@ impl OnnxEmbedder {
 }
 
 /// The token index where a window starting at token `start` ends (exclusive), at most `limit`.
+/// Cuts fall where token `k` starts at or after the end of token `k - 1` (a metaspace token
+/// shares the span of the piece after it; no cut between them) unless there is no such place.
 fn choose_cut(text: &str, offsets: &[(usize, usize)], start: usize, limit: usize) -> usize {
-    let gap = |k: usize| &text[offsets[k - 1].1..offsets[k].0];
+    let clean = |k: usize| offsets[k].0 >= offsets[k - 1].1;
+    let gap = |k: usize| {
+        if clean(k) {
+            &text[offsets[k - 1].1..offsets[k].0]
+        } else {
+            ""
+        }
+    };
     let ends_sentence = |k: usize| {
         let prev = &text[offsets[k - 1].0..offsets[k - 1].1];
         let g = gap(k);
-        (matches!(prev, "." | "!" | "?" | ";") && !g.is_empty()) || g.contains('\n')
+        // Chinese and Japanese put no space after a sentence's end.
+        (matches!(prev, "." | "!" | "?" | ";") && !g.is_empty())
+            || matches!(prev, "。" | "！" | "？" | "；")
+            || g.contains('\n')
     };
     let half = start + (limit - start) / 2;
     if let Some(k) = (half.max(start + 1)..=limit)
@@ -514,7 +531,10 @@ fn choose_cut(text: &str, offsets: &[(usize, usize)], start: usize, limit: usize
     if let Some(k) = (start + 1..=limit).rev().find(|&k| !gap(k).is_empty()) {
         return k;
     }
-    limit
+    (start + 1..=limit)
+        .rev()
+        .find(|&k| clean(k))
+        .unwrap_or(limit)
 }
 
 /// The sessions' tokenizer must truncate no earlier than `max_length` and pad to the longest

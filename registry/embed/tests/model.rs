@@ -488,3 +488,43 @@ fn e5_corrupt_file_is_refused() {
         assert_eq!(err.code(), ErrorCode::ModelUnavailable);
     }
 }
+
+/// Guards a panic: XLM-R's tokenizer gives a lone metaspace token the span of the character after
+/// it, so token spans overlap and a cut between the two sliced the text backwards.
+#[test]
+fn e5_splits_chinese_without_spaces() {
+    let Some(e) = e5() else { return };
+    let sentence = "泡泡战士是基于《跑跑卡丁车》与《泡泡堂》开发的游戏，由韩国公司开发与发行。";
+    let text = format!("泡泡战士. {}", sentence.repeat(30));
+    assert!(e.count_tokens(&text).unwrap() > 256);
+    let windows = e.split_to_fit(&text).unwrap();
+    assert!(windows.len() >= 2, "{windows:?}");
+    let mut prev_end = 0;
+    let mut covered = String::new();
+    for &(s, end) in &windows {
+        assert!(s >= prev_end && s < end, "{windows:?}");
+        prev_end = end;
+        let piece = &text[s..end];
+        assert!(e.count_tokens(piece).unwrap() <= 256);
+        covered.push_str(piece);
+    }
+    // Cuts fall after a Chinese full stop; only whitespace is left out.
+    for &(_, end) in &windows[..windows.len() - 1] {
+        assert!(text[..end].ends_with('。'), "{:?}", &text[..end]);
+    }
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    assert_eq!(squash(&covered), squash(&text));
+
+    // No space and no sentence end anywhere: cuts fall between tokens, never inside a span.
+    let blob = "泡泡战士是一款游戏，".repeat(60);
+    let windows = e.split_to_fit(&blob).unwrap();
+    assert!(windows.len() >= 2, "{windows:?}");
+    assert_eq!(windows.first().unwrap().0, 0);
+    assert_eq!(windows.last().unwrap().1, blob.len());
+    for w in windows.windows(2) {
+        assert_eq!(w[0].1, w[1].0);
+    }
+    for &(s, end) in &windows {
+        assert!(e.count_tokens(&blob[s..end]).unwrap() <= 256);
+    }
+}
