@@ -137,30 +137,56 @@ static CONN: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A credential named in prose, then a copula, then (maybe) its value. English keys are matched
-/// case-insensitively; `qual` is what stands between the key and the copula.
+/// case-insensitively; `qual` is what stands between the key and the copula ("for prod", "of the
+/// router", "at the cabin"), within the clause.
 static PROSE_EN: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"(?i)\b(?P<key>passwords?|passwd|pass|pwd|pw|passcodes?|passphrases?|pins?|pin codes?|",
-        r"creds|credentials?|secrets?|secret keys?|api[ _-]?keys?|api[ _-]?tokens?|access keys?|",
-        r"access tokens?|auth tokens?|tokens?|private keys?|logins?|otp|one[ -]time (?:code|password)|",
-        r"2fa codes?|mfa codes?|recovery codes?|master keys?|root password|admin password|",
-        r"(?:door|gate|alarm|safe|lock|locker|keypad|entry|garage|building|vault|access) codes?)\b",
-        r"(?P<qual>(?:[^A-Za-z0-9\n]+[A-Za-z0-9'._-]+){0,6}?)",
-        r"[^A-Za-z0-9\n]*?(?P<cop>\b(?:is|was|has been|have been) (?:now )?(?:changed|set|reset|updated) to\b|",
-        r"\bchanged to\b|\bset to\b|\breset to\b|\bis now\b|\bis\b|\bare\b|\bwas\b|\bwere\b|",
-        r"\bremains\b|\breads\b|\bbecame\b|[:=]|->)",
-        r#"\s*["'`]?(?P<val>[^\s"'`,;]{2,80})(?P<next>\s+[A-Za-z]+)?"#,
+        r"pin numbers?|creds|credentials?|secrets?|secret keys?|api[ _-]?keys?|api[ _-]?tokens?|",
+        r"access keys?|access tokens?|auth tokens?|bearer tokens?|tokens?|private keys?|logins?|otp|",
+        r"one[ -]time (?:code|password)|2fa codes?|mfa codes?|recovery codes?|backup codes?|",
+        r"master keys?|root password|admin password|seed phrase|recovery phrase|secret phrase|mnemonic|(?:wi-?fi|wpa2?|wlan|network|router) (?:key|pass)|",
+        r"combination|(?:door|gate|alarm|safe|lock|locker|keypad|entry|garage|building|vault|access|",
+        r"unlock|security|verification|sms|login) codes?)\b",
+        r"(?P<qual>(?:[^A-Za-z0-9\n;.!?]+[A-Za-z0-9'._-]+){0,6}?)",
+        r"[^A-Za-z0-9\n;.!?]*?(?P<cop>\b(?:is|was|has been|have been) (?:now )?(?:changed|set|reset|updated) to\b|",
+        r"\bchanged to\b|\bset to\b|\breset to\b|\bupdated to\b|\bis now\b|\bis still\b|\bis currently\b|",
+        r"\bwill be\b|\bshould be\b|\bis\b|\bare\b|\bwas\b|\bwere\b|'s\b|",
+        r"\bremains\b|\breads\b|\bbecame\b|\bit'?s\b|[:=]|->|\u{2014}|\u{2013}|\s-\s)",
+        r#"\s*(?P<q>["'`]?)(?P<val>[^\s"'`,;]{2,80})(?P<next>\s+[A-Za-z]+)?"#,
+    ))
+});
+
+/// The value first: "hunter42 is the password for the ops console", "8823 is the door code".
+static PROSE_REVERSED: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r#"(?i)(?:^|[\s"'`(])["'`]?(?P<val>[^\s"'`,;:()]{4,64})["'`]?\s+(?:is|was|=|is still|is now)\s+"#,
+        r"(?:(?:the|our|my|his|her|their|your|its|a|an)\s+)?(?P<gap>(?:[A-Za-z0-9'._-]+\s+){0,3}?)",
+        r"(?P<key>passwords?|passcodes?|passphrases?|pins?|pin codes?|logins?|secrets?|api keys?|",
+        r"(?:door|gate|alarm|safe|lock|locker|keypad|entry|garage|building|vault|access|unlock) codes?)\b",
+        r"(?P<after>\s+[A-Za-z]+)?",
     ))
 });
 
 static PROSE_ZH: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?i)(?P<key>密码|口令|密钥|秘钥|私钥|令牌|验证码|动态码|校验码|pin码|登录凭证|凭证|",
-        r"api\s*key|api\s*密钥|token)",
+        r"(?i)(?:(?P<key>密码|口令|密钥|秘钥|私钥|令牌|验证码|动态码|校验码|pin码|登录凭证|凭证|api\s*密钥)",
         r"(?P<qual>[^，。；;,\n]{0,12}?)",
-        r"(?P<cop>是|为|：|:|=|设置为|设为|设成|改成|改为|换成|变成|叫做|叫)",
+        r"(?P<cop>是|为|：|:|=|设置为|设置成|设为|设成|改成|改为|换成|变成|更新为|更新成|重置为|重置成|修改为|修改成|叫做|叫)了?",
+        // An English key with a Chinese copula: "VPN 的 password 是 Vx9!kq22".
+        r"|(?P<ekey>\bapi\s*key\b|\btoken\b|\bpasswords?\b|\bpasswd\b|\bpwd\b|\bpasscode\b|\bpassphrase\b|\bpin\b)",
+        r"(?P<equal>[^，。；;,\n]{0,12}?)",
+        r"(?:是|为|设置为|设置成|设为|设成|改成|改为|换成|变成|更新为|更新成|重置为|修改为)了?)",
         r#"\s*["'“”「]?(?P<val>[A-Za-z0-9!@#$%^&*._+/-]{2,80})"#,
         r"(?P<next>\s*(?:位|个字符|字符|个数字|天|次|分钟|小时|个月|年))?",
+    ))
+});
+
+/// The value first in Chinese: "Lily@2024 是邮箱密码".
+static PROSE_ZH_REVERSED: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?:^|[^A-Za-z0-9!@#$%^&*._+/-])(?P<val>[A-Za-z0-9!@#$%^&*._+/-]{4,64})\s*(?:是|为|就是)",
+        r"[^，。；;,\n]{0,8}?的?(?:密码|口令|密钥|登录密码)",
     ))
 });
 
@@ -325,6 +351,13 @@ const NOT_A_VALUE: &[&str] = &[
     "use",
     "please",
     "null",
+    "secret",
+    "password",
+    "placeholder",
+    "example",
+    "sample",
+    "dummy",
+    "same",
     "nil",
     "n/a",
     "na",
@@ -589,18 +622,69 @@ const ZH_ATTRIBUTE: &[&str] = &[
     "规范",
 ];
 
-fn prose_value_is_secret(key: &str, qual: &str, val: &str, next: Option<&str>) -> bool {
+/// Shapes that follow a credential noun without being a secret: algorithms and sizes ("the key
+/// is AES-256", "tokens are JWT-based"), placeholders and redactions.
+fn looks_like_description(val: &str) -> bool {
+    static DESCRIPTION: LazyLock<Regex> = LazyLock::new(|| {
+        re(concat!(
+            r"(?i)^(?:aes|rsa|sha|md5|hmac|ecdsa|ed25519|hs|rs|es|ps|x)[-_]?\d+(?:-[a-z]+)?$|",
+            r"-(?:based|encoded|hashed|signed|bit|bits|long|char|chars|characters|digit|digits|",
+            r"protected|only|free|less|style|like)$|^\d+(?:\+|-\d+)?(?:chars?|characters|digits|bits|bytes|[dhms])$|",
+            r"^v\d+(?:\.\d+)*$|^[a-z_][a-z_]*(?:\.[a-z_][a-z0-9_]*)+$|^(?:n/a|tbd|todo|none|null|nil|redacted|hidden|masked|\*+|x+|changeme_placeholder)$"
+        ))
+    });
+    DESCRIPTION.is_match(val)
+}
+
+/// What kind of credential noun it is: a `Strong` noun names a secret by itself; a `Code` is
+/// digits or a short mixed code; a `Weak` noun ("login", "token", "key") only counts with a
+/// value that looks generated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    Strong,
+    Code,
+    Weak,
+}
+
+fn key_kind(key: &str) -> KeyKind {
+    let k = key.to_lowercase();
+    if k.starts_with("pin") || k.contains("code") || k == "otp" || k == "combination" {
+        KeyKind::Code
+    } else if k.starts_with("login")
+        || k.starts_with("token")
+        || k.starts_with("secret") && !k.contains("key")
+        || k.contains("key") && !k.contains("secret") && !k.contains("private")
+        || k.contains("token")
+        || k == "pass"
+        || k == "pw"
+    {
+        KeyKind::Weak
+    } else {
+        KeyKind::Strong
+    }
+}
+
+fn prose_value_is_secret(
+    key: &str,
+    qual: &str,
+    val: &str,
+    next: Option<&str>,
+    quoted: bool,
+) -> bool {
     let val = val.trim_end_matches(['.', ',', ';', ':', '!', '?', ')', '，', '。']);
     let lower = val.to_lowercase();
-    let key = key.to_lowercase();
     if val.chars().count() < 3 && !val.chars().all(|c| c.is_ascii_digit()) {
         return false;
     }
     if NOT_A_VALUE.contains(&lower.as_str())
+        || ATTRIBUTE_WORDS.contains(&lower.as_str())
+        || UNIT_WORDS.contains(&lower.as_str())
         || val
             .chars()
             .all(|c| matches!(c, '*' | 'x' | 'X' | '•' | '#' | '.' | '-' | '_'))
-        || val.starts_with(['<', '{', '$', '['])
+        || val.starts_with(['<', '{', '$', '[', '%', '('])
+        || val.contains(['(', '[', '{'])
+        || looks_like_description(val)
     {
         return false;
     }
@@ -611,38 +695,105 @@ fn prose_value_is_secret(key: &str, qual: &str, val: &str, next: Option<&str>) -
     {
         return false;
     }
-    if let Some(n) = next {
-        let n = n.trim().to_lowercase();
-        if UNIT_WORDS.contains(&n.as_str()) {
-            return false;
-        }
+    let next = next.map(|n| n.trim().to_lowercase());
+    if next.as_deref().is_some_and(|n| UNIT_WORDS.contains(&n)) {
+        return false;
     }
     let digits = val.chars().filter(char::is_ascii_digit).count();
     let letters = val.chars().filter(|c| c.is_alphabetic()).count();
     let symbols = val.chars().count() - digits - letters;
-    let upper = val.chars().any(|c| c.is_uppercase()) && val.chars().any(|c| c.is_lowercase());
-    let tokenish = key.contains("token") || key.contains("key") || key.contains("secret");
-    if tokenish {
+    let mixed_case = val.chars().any(|c| c.is_uppercase()) && val.chars().any(|c| c.is_lowercase());
+    // Lower-case words joined by hyphens are a description ("per-project", "read-only"), not a
+    // generated value, unless quoted.
+    let joined_words = val
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c == '-' || c == '_');
+    let generated = digits > 0 && letters > 0
+        || symbols > 0 && letters > 0 && (!joined_words || quoted)
+        || mixed_case;
+    match key_kind(key) {
         // "tokens: 1500", "the key is rotated": a token or key value is long and mixed.
-        return val.len() >= 8 && (digits > 0 && letters > 0 || symbols > 0 || upper)
-            || val.len() >= 20;
-    }
-    if key.starts_with("pin") || key.contains("code") || key == "otp" {
+        KeyKind::Weak
+            if matches!(key.to_lowercase().as_str(), "pass" | "pw") && digits == val.len() =>
+        {
+            val.len() >= 6
+        }
+        KeyKind::Weak => val.len() >= 8 && generated || val.len() >= 20 && letters > 0,
         // "the door code for the server room is 5580", "recovery code: 8F4K-22LM".
-        return (4..=10).contains(&val.len()) && (digits == val.len() || digits > 0 && letters > 0);
+        KeyKind::Code => {
+            (4..=12).contains(&val.len())
+                && (digits == val.len()
+                    || digits > 0 && letters > 0
+                    || digits + symbols == val.len() && digits >= 4)
+        }
+        KeyKind::Strong if digits == val.len() => val.len() >= 4,
+        KeyKind::Strong if letters == val.chars().count() => {
+            // A plain word after "password is" is a value only at the end of its clause or in
+            // quotes ("the wifi password at the cabin is swordfish"), and not a participle
+            // ("the password is changing").
+            val.len() >= 4
+                && val.is_ascii()
+                && (quoted
+                    || mixed_case
+                    || !(lower.ends_with("ing") || lower.ends_with("ed"))
+                        && next.as_deref().is_none_or(|n| {
+                            matches!(
+                                n,
+                                "for"
+                                    | "on"
+                                    | "at"
+                                    | "and"
+                                    | "but"
+                                    | "so"
+                                    | "until"
+                                    | "btw"
+                                    | "by"
+                                    | "now"
+                                    | "today"
+                                    | "again"
+                                    | "lol"
+                                    | "fyi"
+                            )
+                        }))
+        }
+        KeyKind::Strong => val.len() >= 3 && (generated || digits > 0 || symbols > 0),
     }
-    if digits == val.len() {
-        // A bare number after "password is" is a PIN-like secret from four digits on.
-        return val.len() >= 4;
-    }
-    if letters == val.chars().count() {
-        return val.len() >= 4 && val.is_ascii();
-    }
-    val.len() >= 3
 }
 
+/// Every match of `r` in `text`, each search starting again where the previous match's `val`
+/// group ended: the optional trailing word a match peeks at may be the key of the next one
+/// ("user: qa_bot pass: Winter2024!").
+fn each_value<'t>(r: &Regex, text: &'t str, mut f: impl FnMut(&Captures<'t>) -> bool) -> bool {
+    let mut at = 0;
+    while at <= text.len() {
+        let Some(c) = r.captures_at(text, at) else {
+            return false;
+        };
+        if f(&c) {
+            return true;
+        }
+        let whole = c.get(0).expect("whole match");
+        let next = c
+            .name("val")
+            .map_or(whole.end(), |v| v.end())
+            .max(whole.start() + 1);
+        at = next;
+        while at < text.len() && !text.is_char_boundary(at) {
+            at += 1;
+        }
+    }
+    false
+}
+
+/// A user name and a password as a pair: "the staging DB login is admin / Winter2024!".
+static USER_PASS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:logins?|creds|credentials|account|admin|root|superuser|user ?name and password|user/pass(?:word)?)\b[^\n.;]{0,30}?(?:\bis\b|\bare\b|:|=)\s*[A-Za-z0-9._@-]{2,40}\s*(?:/|\|)\s*([^\s,;/]{4,64})",
+    )
+});
+
 fn prose_credential(text: &str) -> bool {
-    let en = PROSE_EN.captures_iter(text).any(|c: Captures| {
+    let en = each_value(&PROSE_EN, text, |c: &Captures| {
         let key = &c["key"];
         let cop = &c["cop"];
         // "pass" alone is a word of ordinary English ("boarding pass"); it counts only as a
@@ -652,41 +803,228 @@ fn prose_credential(text: &str) -> bool {
         {
             return false;
         }
+        // `pw: dragon`: with a colon or an equals sign "pw" and "pass" are as strong as
+        // "password".
+        let key =
+            if matches!(cop, ":" | "=") && matches!(key.to_lowercase().as_str(), "pass" | "pw") {
+                "password"
+            } else {
+                key
+            };
         prose_value_is_secret(
             key,
             &c["qual"],
             &c["val"],
             c.name("next").map(|m| m.as_str()),
+            !c["q"].is_empty(),
         )
     });
-    en || PROSE_ZH.captures_iter(text).any(|c: Captures| {
-        let qual = &c["qual"];
-        if ZH_ATTRIBUTE.iter().any(|w| qual.contains(w)) {
-            return false;
-        }
-        if c.name("next").is_some() {
-            return false;
-        }
-        prose_value_is_secret(&c["key"], "", &c["val"], None)
-    })
+    let reversed = || {
+        PROSE_REVERSED.captures_iter(text).any(|c: Captures| {
+            let val = c["val"].trim_end_matches(['.', '!', '?']);
+            let digits = val.chars().filter(char::is_ascii_digit).count();
+            let letters = val.chars().filter(|c| c.is_ascii_alphabetic()).count();
+            let gap_words = c["gap"].split_whitespace().count();
+            let after = c.name("after").map(|m| m.as_str().trim().to_lowercase());
+            // The value must look generated: a plain word before "is the password" is the
+            // subject of a sentence about passwords ("this is the password policy").
+            let shaped = letters > 0 && digits > 0 && !looks_like_description(val)
+                || digits == val.len() && gap_words <= 1 && val.len() <= 12
+                || letters > 0 && val.len() - letters - digits > 0 && val.len() >= 6;
+            shaped
+                && !after
+                    .as_deref()
+                    .is_some_and(|a| ATTRIBUTE_WORDS.contains(&a) || UNIT_WORDS.contains(&a))
+        })
+    };
+    let zh = || {
+        each_value(&PROSE_ZH, text, |c: &Captures| {
+            let (key, qual) = match (c.name("key"), c.name("ekey")) {
+                (Some(k), _) => (k.as_str(), c.name("qual").map_or("", |m| m.as_str())),
+                (None, Some(k)) => (k.as_str(), c.name("equal").map_or("", |m| m.as_str())),
+                (None, None) => return false,
+            };
+            if ZH_ATTRIBUTE.iter().any(|w| qual.contains(w)) {
+                return false;
+            }
+            if c.name("next").is_some() {
+                return false;
+            }
+            prose_value_is_secret(key, "", &c["val"], None, false)
+        })
+    };
+    let zh_reversed = || {
+        PROSE_ZH_REVERSED.captures_iter(text).any(|c: Captures| {
+            let val = &c["val"];
+            let digits = val.chars().filter(char::is_ascii_digit).count();
+            let letters = val.chars().filter(|c| c.is_ascii_alphabetic()).count();
+            letters > 0
+                && (digits > 0 || val.len() > letters + digits)
+                && !looks_like_description(val)
+        })
+    };
+    let pair = || {
+        USER_PASS.captures_iter(text).any(|c| {
+            let v = c[1].trim_end_matches(['.', '!', '?', ')']);
+            let letters = v.chars().filter(|c| c.is_ascii_alphabetic()).count();
+            let digits = v.chars().filter(char::is_ascii_digit).count();
+            (letters > 0 && digits > 0 || v.len() > letters + digits) && !looks_like_description(v)
+        })
+    };
+    en || reversed() || zh() || zh_reversed() || pair()
 }
 
-/// A password with no copula: "user postgres, pass Zebra#2290", "登录密码 Zhang1988". Only a
-/// value that mixes letters with digits or symbols counts, so "password reset" does not.
+/// A password with no copula: "user postgres, pass Zebra#2290", "登录密码 Zhang1988", "use the
+/// passphrase "correct-horse-battery-7"". Only a value that mixes letters with digits or
+/// symbols counts, so "password reset" does not.
 static BARE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(?i)(?:\b(?:pass|pw|pwd|password|passcode)|密码|口令)\s+["'`]?([A-Za-z0-9!@#$%^&*._+-]{6,64})"#,
+        r#"(?i)(?:\b(?:pass|pw|pwd|password|passcode|passphrase|secret)|密码|口令)\s+["'`“]?([A-Za-z0-9!@#$%^&*._+-]{6,64})"#,
     )
 });
 
+/// A Wi-Fi network and its key: "network Guest5G, key sunflower-88", "wifi: Home5G / Tr0pic4l!".
+static WIFI: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)\b(?:wi-?fi|wlan|ssid|network|router|hotspot)\b[^\n]{0,40}?\b(?:key|pass|pw|pwd|password)\b\s*[:=]?\s*["'`]?([A-Za-z0-9!@#$%^&*._+-]{6,64})"#,
+    )
+});
+
+/// "I use Fluffy2019 as my password", "Tiger99 — that's the PIN".
+static AS_KEY: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)(?:^|[\s"'`(])["'`]?([A-Za-z0-9!@#$%^&*._+-]{4,64})["'`]?\s+(?:as (?:the|my|our|his|her|their|a) (?:[a-z]+ )?(?:password|passcode|passphrase|pin)|(?:is|was) (?:what i use as )?(?:my|our|his|her|their) (?:[a-z]+ )?(?:password|passcode|pin)\b)"#,
+    )
+});
+
+/// An access code named by what it opens: "the code for the lockbox is 1234", "office door
+/// code: 4455#".
+static ACCESS_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r#"(?i)\b(?:door|gate|lockbox|key ?box|lock|safe|alarm|building|entry|keypad|garage|office|house|apartment|flat|vault|locker|storage|cabinet|voicemail|sim|laptop|phone|unlock|padlock|bike lock)\b[^\n.;]{0,12}?\bcodes?\b"#,
+        r#"[^\n.;]{0,20}?(?:\bis\b|\bwas\b|:|=|\bchanged to\b|\bis now\b)\s*["'`]?(?P<val>[0-9#*-]{4,12}|[A-Za-z0-9-]{4,12})(?:$|[^A-Za-z0-9])|"#,
+        r#"(?i)(?P<pre>\b[a-z]+\s+)?\bcodes? (?:for|to|of|on) (?:the |our |my |his |her |their )?(?:[a-z]+ )?(?:door|gate|lockbox|key ?box|lock|safe|alarm|building|entry|keypad|garage|office|house|apartment|flat|vault|locker|storage|cabinet|padlock)\b"#,
+        r#"[^\n.;]{0,20}?(?:\bis\b|\bwas\b|:|=|\bchanged to\b|\bis now\b)\s*["'`]?(?P<val2>[0-9#*-]{4,12}|[A-Za-z0-9-]{4,12})(?:$|[^A-Za-z0-9])"#,
+    ))
+});
+
+/// Environment and configuration assignments: `DB_PASS=Sup3rS3cret`, `smtp_password: "x9..."`.
+static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)\b[a-z0-9_.-]*(?:password|passwd|pass|pwd|secret|token|api_?key|access_?key|private_?key|client_?secret)\b["']?\s*[:=]\s*["']?([^\s"'`$<{(\[,;]{6,128})"#,
+    )
+});
+
+/// A code with no copula: "backup code 83920174", "OTP 482913"; a card's security code.
+static BARE_CODE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?i)\b(?:backup|recovery|2fa|mfa|otp|verification|one-time|sms|login|security) codes?\b\s*[:=#]?\s*(?:is\s+)?(?:\d{6,10}|[a-z0-9]{4,5}-[a-z0-9]{4,5})\b|\botp\s*[:=]?\s*\d{6,8}\b|\b(?:seed|recovery|secret|backup|wallet) (?:phrase|words)\b[^\n]{0,20}?(?:\bis\b|\bare\b|:|=)\s*["']?(?:[a-z]{3,8}[ ,]+){7,}[a-z]{3,8}"#,
+    )
+});
+
+/// A card's security code: part of the card data, as secret as its number.
+static CARD_SECURITY: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\b(?:cvv2?|cvc2?|card security code)\b\s*(?:is|:|=)?\s*\d{3,4}\b"));
+
+/// A quoted word after 密码 / 口令: "口令是“芝麻开门”".
+static ZH_QUOTED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"(?:密码|口令|暗码)[^，。；;,\n]{0,6}?(?:是|为|：|:)\s*[“"「‘']([^”"」’'\n]{2,24})[”"」’']"#,
+    )
+});
+
+/// Digits right after 密码 / 口令: "取款密码 860521".
+static ZH_DIGITS: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?:密码|口令|密码是|口令是)\s*(\d{6,12})(?:$|[^\d位个次天分小月年])"));
+
+/// "set the mysql root password to Zx!93kLp", and a quoted passphrase of several words ("log in
+/// with the passphrase "velvet thunder rises 8"").
+static SET_TO: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r#"(?i)\b(?:set|change|changed|reset|update|updated)\b[^\n.;]{0,30}?\b(?:passwords?|passcodes?|passphrases?|pins?|pwd)\b[^\n.;]{0,20}?\bto\s+["'`]?([A-Za-z0-9!@#$%^&*._+-]{4,64})|"#,
+        r#"(?i)\b(?:passwords?|passphrases?|passcodes?)\b\s*(?:is|was|:|=|of)?\s*"([a-z0-9!@#$%^&*._+ -]{8,64})""#,
+    ))
+});
+
 fn bare_credential(text: &str) -> bool {
-    BARE.captures_iter(text).any(|c| {
-        let v = c[1].trim_end_matches(['.', ',', ';', '!', '?']);
+    let mixed = |v: &str| {
+        let v = v.trim_end_matches(['.', ',', ';', '!', '?']);
         let letters = v.chars().filter(|c| c.is_ascii_alphabetic()).count();
         let digits = v.chars().filter(char::is_ascii_digit).count();
         let symbols = v.len() - letters - digits;
-        letters > 0 && (digits > 0 || symbols > 0) && !v.starts_with(['$', '<', '{'])
-    })
+        letters > 0
+            && (digits > 0 || symbols > 0)
+            && !v.starts_with(['$', '<', '{'])
+            && !looks_like_description(v)
+    };
+    let code = |v: &str| {
+        let digits = v.chars().filter(char::is_ascii_digit).count();
+        digits >= 4 || digits > 0 && v.chars().any(|c| c.is_ascii_alphabetic())
+    };
+    BARE.captures_iter(text).any(|c| mixed(&c[1]))
+        || WIFI.captures_iter(text).any(|c| mixed(&c[1]))
+        || AS_KEY.captures_iter(text).any(|c| mixed(&c[1]))
+        || ACCESS_CODE.captures_iter(text).any(|c| {
+            // "the zip code for the new office is 10115" names a place, not a lock.
+            let pre = c.name("pre").map(|m| m.as_str().trim().to_lowercase());
+            let not_access = pre.as_deref().is_some_and(|p| {
+                matches!(
+                    p,
+                    "zip"
+                        | "postal"
+                        | "post"
+                        | "area"
+                        | "country"
+                        | "promo"
+                        | "discount"
+                        | "coupon"
+                        | "voucher"
+                        | "error"
+                        | "status"
+                        | "tracking"
+                        | "booking"
+                        | "confirmation"
+                        | "product"
+                        | "source"
+                        | "qr"
+                        | "bar"
+                        | "dress"
+                        | "tax"
+                        | "sort"
+                        | "swift"
+                        | "bank"
+                        | "airport"
+                        | "language"
+                        | "colour"
+                        | "color"
+                        | "billing"
+                        | "cost"
+                        | "project"
+                        | "reference"
+                        | "referral"
+                )
+            });
+            !not_access
+                && c.name("val")
+                    .or_else(|| c.name("val2"))
+                    .is_some_and(|m| code(m.as_str()))
+        })
+        || ASSIGNMENT.captures_iter(text).any(|c| {
+            // `your_password_here`, `change-me`: words joined as a placeholder.
+            let v = &c[1];
+            mixed(v)
+                && !v
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-')
+        })
+        || ZH_DIGITS.is_match(text)
+        || BARE_CODE.is_match(text)
+        || ZH_QUOTED.is_match(text)
+        || SET_TO.captures_iter(text).any(|c| {
+            c.get(1)
+                .or_else(|| c.get(2))
+                .is_some_and(|m| mixed(m.as_str()))
+        })
 }
 
 fn connection_string(text: &str) -> bool {
@@ -788,11 +1126,20 @@ pub fn scan_sensitive(text: &str) -> Vec<FindingKind> {
             out.push(*kind);
         }
     }
-    if prose_credential(text) || bare_credential(text) {
+    // Every credential written in prose names its kind; most texts name none.
+    static CREDENTIAL_WORD: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)pass|pw|pin|cred|secret|key|token|login|code|otp|phrase|mnemonic|combination|wi-?fi|wlan|ssid|network|router|hotspot|admin|root|account|user|密|口令|令牌|验证码|凭证|动态码",
+        )
+    });
+    if CREDENTIAL_WORD.is_match(text) && (prose_credential(text) || bare_credential(text)) {
         out.push(FindingKind::Password);
     }
     if connection_string(text) {
         out.push(FindingKind::ConnectionString);
+    }
+    if CARD_SECURITY.is_match(text) {
+        out.push(FindingKind::CardNumber);
     }
     let mut number_spans = vec![];
     // Long digit runs are card candidates whether or not they pass Luhn; a phone number is
@@ -870,6 +1217,7 @@ mod tests {
             ("db password=hunter2", Password),
             ("数据库密码：abc123", Password),
             ("pay with 4111 1111 1111 1111 please", CardNumber),
+            ("the card's CVV is 319", CardNumber),
             ("IBAN GB82 WEST 1234 5698 7654 32", Iban),
             ("ssn 123-45-6789", NationalId),
             ("身份证 11010519491231002X", NationalId),
@@ -906,6 +1254,31 @@ mod tests {
             "门禁密码是 8823",
             "prod db: user postgres, pass Zebra#2290",
             "支付宝登录密码 Zhang1988",
+            // The value first, a possessive copula, a verb, a quoted passphrase, a pair.
+            "hunter42 is the password for the ops console",
+            "4471 is the PIN for the company card",
+            "jenkins user is ci-bot and its password's q8Lm2vXz.",
+            "Set the mysql root password to Zx!93kLp during install.",
+            "log in with the passphrase \"velvet thunder rises 8\" on the HSM",
+            "Heads up, the staging DB login is admin / Winter2024! until we rotate it.",
+            "Remember the wifi at the office: network Guest5G, key sunflower-88.",
+            "Staging login — user: qa_bot pass: Winter2024!",
+            "the password of the app user is h7Yt-qq2P.",
+            "公司邮箱的密码我改成了 Lily@2024。",
+            "路由器管理员密码设置成了 zhang1990。",
+            "VPN 的 password 是 Vx9!kq22，记得下周改。",
+            "the code for the lockbox is 4455",
+            "office door code: 7731#",
+            "export DB_PASS=Sup3rS3cret",
+            "smtp_password: \"x9Kq!mm2\"",
+            "I use Fluffy2019 as my password everywhere",
+            "pass for the wifi: 12345678",
+            "The master password — Tiger&Lily99",
+            "我的取款密码 860521",
+            "pw: dragon",
+            "2FA backup code 83920174, keep it safe",
+            "seed phrase: abandon ability able about above absent absorb abstract absurd abuse access accident",
+            "登录口令是“芝麻开门”",
         ] {
             let f = scan_sensitive(text);
             assert!(f.contains(&Password), "{text:?} → {f:?}");
@@ -949,6 +1322,28 @@ mod tests {
             "验证码为6位数字",
             "密码要定期更换",
             "订单号20240501123456789已发货",
+            "Sprint goal: ship the SSO login; stretch: export to CSV.",
+            "The API key is per-project and scoped to read-only.",
+            "Password: (see 1Password)",
+            "password = os.environ[\"DB_PASSWORD\"]",
+            "token = get_token(scope=\"read\")",
+            "The key is AES-256 and lives in the KMS.",
+            "Tokens are JWT-based and signed by the auth service.",
+            "The discount code SPRING24 gives 10% off until May.",
+            "2024 is the year we moved the password vault to the cloud.",
+            "Keep this secret from the admins: the party is on Friday.",
+            "The password is wrong, I keep getting locked out.",
+            "Set the password length to 16 in the generator.",
+            "初始密码为身份证后六位，首次登录必须修改。",
+            "Token 的 expiry 设置成 15 分钟。",
+            "The zip code for the new office is 10115.",
+            "password = os.environ[\"DB_PASSWORD\"]",
+            "DB_PASSWORD=your_password_here",
+            "The error code for the gate controller is E-404.",
+            "密码6位数字，不能是生日。",
+            "The verification code is sent by SMS and expires in 5 minutes.",
+            "口令是什么我忘了，要去问管理员。",
+            "The seed phrase is written on paper in the safe deposit box.",
         ] {
             assert_eq!(scan_sensitive(text), vec![], "{text:?}");
         }
