@@ -10,5 +10,6 @@ mod governance;
 mod harness;
 mod knowledge;
 mod memory;
+mod retrieval;
 mod security;
 mod skills;

@@ -136,10 +136,20 @@ impl AppState {
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
         let store = Arc::new(open_store(&config, StoreOptions::default().readers)?);
+        // A text index of an older stored format (or analysis), or one whose rebuild was
+        // interrupted, is emptied here and rebuilt from the store below, before serving.
+        let text = match TantivyTextIndex::open(dir.join("text")) {
+            Err(registry_text_index::Error::NeedsRebuild { reason, .. }) => {
+                tracing::warn!(%reason, "rebuilding the text index from the store");
+                TantivyTextIndex::rebuild_empty(dir.join("text"))?
+            }
+            other => other?,
+        };
+        let text = Arc::new(text);
         let backends = Backends {
             store,
             blobs: Arc::new(FsBlobStore::open(dir.join("blobs")).map_err(io)?),
-            text: Arc::new(TantivyTextIndex::open(dir.join("text"))?),
+            text: text.clone(),
             vectors: Arc::new(EmbeddedVectorIndex::open(
                 dir.join("vectors"),
                 registry_embed::DIM,
@@ -160,6 +170,11 @@ impl AppState {
             },
         );
         let recover = |e: registry_services::Error| StartError::Recover(e.message);
+        if text.needs_rebuild() {
+            let n = services.rebuild_text_index().map_err(recover)?;
+            text.finish_rebuild()?;
+            tracing::info!(entries = n, "rebuilt the text index from the store");
+        }
         let marker = dir.join(INDEX_FORMAT_FILE);
         let found: u32 = std::fs::read_to_string(&marker)
             .ok()

@@ -143,6 +143,32 @@ impl Services {
         Ok(n)
     }
 
+    /// Re-writes every text entry from the store (memories, knowledge chunks, skills), for a
+    /// text index that was emptied because its stored format or analysis changed (see
+    /// `TantivyTextIndex::rebuild_empty`). Vectors are untouched. Returns how many entries were
+    /// written.
+    pub fn rebuild_text_index(&self) -> Result<usize> {
+        let mut entries = self.memory.current_index_entries()?;
+        entries.extend(self.knowledge.current_index_entries()?);
+        let skills = self.skills.current_index_docs()?;
+        let n = entries.len() + skills.len();
+        for batch in entries.chunks(1000) {
+            let docs: Vec<TextDoc> = batch
+                .iter()
+                .map(|(keys, text)| TextDoc {
+                    keys: keys.clone(),
+                    text: text.clone(),
+                })
+                .collect();
+            self.backends.text.upsert(&docs)?;
+        }
+        for batch in skills.chunks(1000) {
+            self.backends.text.upsert(batch)?;
+        }
+        self.backends.text.flush()?;
+        Ok(n)
+    }
+
     /// Memory writes defer their text-index commit (the store is the durable copy): entries the
     /// index's last commit did not include are re-written from the store, with a margin for
     /// writes that were between their store commit and their index write when the commit began

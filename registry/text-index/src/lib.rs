@@ -224,6 +224,18 @@ pub struct TantivyTextIndex {
     deferred: Mutex<Vec<TextDoc>>,
     /// Whether `deferred` holds entries.
     pending: AtomicBool,
+    /// Commits that took deferred entries and are not yet visible to the reader. A search that
+    /// sees neither pending entries nor such a commit reads every write acknowledged before it.
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// Uncounts a commit of deferred entries when it ends (made visible, or failed and put back).
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Commit payload: the time the commit began, RFC 3339. Every entry deferred before it is in.
@@ -367,6 +379,7 @@ impl TantivyTextIndex {
             writer: Mutex::new(Some(writer)),
             deferred: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -386,9 +399,13 @@ impl TantivyTextIndex {
         let started = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let docs = {
             let mut d = self.deferred.lock();
+            // Counted before `pending` clears, and uncounted only once the reader sees the
+            // commit: a concurrent search never finds both at rest while entries are hidden.
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
             self.pending.store(false, Ordering::Release);
             std::mem::take(&mut *d)
         };
+        let _in_flight = InFlight(&self.in_flight);
         let result = self
             .add_docs(w, &docs)
             .and_then(|()| ops(w))
@@ -400,7 +417,8 @@ impl TantivyTextIndex {
                     })
                     .map(|_| ())
                     .map_err(Error::from)
-            });
+            })
+            .and_then(|()| Ok(self.reader.reload()?));
         if result.is_err() && !docs.is_empty() {
             // Put them back ahead of anything deferred since, for the next commit to retry.
             let mut d = self.deferred.lock();
@@ -436,9 +454,11 @@ impl TantivyTextIndex {
     }
 
     fn flush_pending(&self) -> Result<()> {
-        if !self.has_pending() {
+        if !self.has_pending() && self.in_flight.load(Ordering::Acquire) == 0 {
             return Ok(());
         }
+        // Pending entries, or a commit of them under way elsewhere (the flusher): the writer
+        // lock waits for that commit to finish and be visible.
         self.with_writer(|w| {
             // Another flush may have committed while this one waited for the writer.
             if self.has_pending() {
