@@ -1,6 +1,12 @@
 //! The regression suite for the holes a security review confirmed by probing a running server
 //! (issue #12): one test per finding, each performing the attack over real HTTP (or the CLI,
 //! or MCP) and asserting the refusal by its stable code.
+//!
+//! Item 15 (skillctl) is a client-side finding and runs the real `skillctl` binary, so its tests
+//! live beside that binary: `registry/skillctl/tests/offline.rs`, modules `lockfile_attacks`
+//! (`..`, absolute and invalid lockfile names installed nowhere), `git_attacks` (network remotes
+//! refused before any connection, git tree size and count limits) and `test_sandbox` (manifest
+//! commands run with a fresh HOME and a fixed PATH).
 
 use std::time::{Duration, Instant};
 

@@ -593,23 +593,13 @@ fn validate(req: &PackRequest) -> Result<()> {
 }
 
 /// Compiles a pack for `p` and stores its manifest.
+/// Compiles a pack in named steps: the fixed zone (refused whole when over budget), then each
+/// retrieved layer the request draws on in order (task working memory, memory, knowledge,
+/// skills), then what clearance or purpose withheld, then use counting and the stored manifest.
 pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Result<Pack> {
     validate(req)?;
     let now = Utc::now();
-    let as_of = req.as_of.unwrap_or(now);
-    let query = req.query.clone().unwrap_or_else(|| req.goal.clone());
-    let draw_on: Vec<Source> = match &req.draw_on {
-        Some(d) => {
-            let mut d = d.clone();
-            d.sort();
-            d.dedup();
-            d
-        }
-        None => ALL_SOURCES.to_vec(),
-    };
-    let min_score = req
-        .min_score
-        .unwrap_or(registry_knowledge::DEFAULT_MIN_SCORE);
+    let plan = Plan::of(req, now);
     let mut b = Builder {
         state,
         budget: req.budget,
@@ -620,104 +610,212 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
         seen: HashSet::new(),
         layers: BTreeMap::new(),
     };
-
-    // The fixed zone: never cut, so it either fits whole or the pack is refused.
-    let mut fixed: Vec<(&str, String, String)> = req
-        .fixed_rules
+    let fixed_tokens = b.fixed_zone(req)?;
+    if plan.draws_on(Source::WorkingMemory) {
+        b.working_memory_layer(p, req, &plan)?;
+    }
+    if plan.draws_on(Source::Memory) && req.limits.memory > 0 {
+        b.memory_layer(p, req, &plan)?;
+    }
+    if plan.draws_on(Source::Knowledge) && req.limits.knowledge > 0 {
+        b.knowledge_layer(p, req, &plan)?;
+    }
+    if plan.draws_on(Source::Skills) && req.limits.skills > 0 {
+        b.skills_layer(p, req, &plan)?;
+    }
+    let withheld_items = withheld_layers(state, p, req, &plan)?;
+    // What the pack serves counts as used, and only that.
+    let served: Vec<String> = b
+        .manifest_items
         .iter()
-        .enumerate()
-        .map(|(i, r)| ("rule", format!("rule:{}", i + 1), r.trim().to_string()))
+        .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
+        .filter_map(|i| i.source_id.clone())
         .collect();
-    let goal = match &req.phase {
-        Some(ph) => format!("Goal: {}\nPhase: {}", req.goal.trim(), ph.trim()),
-        None => format!("Goal: {}", req.goal.trim()),
+    state.memory.record_use(&served)?;
+    let id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
+    let text = b
+        .items
+        .iter()
+        .map(|i| i.content.as_str())
+        .collect::<Vec<_>>()
+        .join(SEP);
+    let manifest = Manifest {
+        id: id.clone(),
+        created_at: now,
+        tenant: p.tenant.clone(),
+        principal: p.user.clone(),
+        goal_hash: sha256_hex(&req.goal),
+        phase: req.phase.clone(),
+        query_hash: sha256_hex(&plan.query),
+        as_of: plan.as_of,
+        budget: req.budget,
+        fixed_tokens,
+        used_tokens: b.used,
+        tokenizer: format!("{} WordPiece", state.embedder.info().name),
+        draw_on: plan.draw_on,
+        layers: b.layers,
+        items: b.manifest_items,
+        omitted: b.omitted,
+        withheld: withheld_items,
     };
-    fixed.push(("goal", "goal".into(), goal));
-    let mut fixed_tokens = 0;
-    let mut counted = vec![];
-    for (kind, id, text) in fixed {
-        let n = b.tokens(&text)?;
-        fixed_tokens += n;
-        counted.push((kind, id, text, n));
-    }
-    if fixed_tokens > req.budget {
-        return Err(Error::new(
-            ErrorCode::FixedZoneOverBudget,
-            format!(
-                "the fixed rules and goal take {fixed_tokens} tokens, over the budget of {}; \
-                 the fixed zone is never cut",
-                req.budget
-            ),
-        )
-        .with_details(serde_json::json!({
-            "fixed_tokens": fixed_tokens,
-            "budget": req.budget,
-            "items": counted.iter().map(|(k, id, _, n)| serde_json::json!({
-                "source_type": k, "source_id": id, "tokens": n })).collect::<Vec<_>>(),
-        })));
-    }
-    for (kind, id, text, n) in counted {
-        let position = b.items.len();
-        b.seen.insert(sha256_hex(&text));
-        b.manifest_items.push(ManifestItem {
-            position,
-            layer: LayerName::Fixed,
-            source_type: kind.into(),
-            source_id: Some(id.clone()),
-            scope: None,
-            version: None,
-            trust: Some("caller".into()),
-            permission_basis: "supplied by the caller in the request".into(),
-            selected_reason: "fixed zone: always present, never cut".into(),
-            tokens: n,
-            transform: Transform::Verbatim,
-            content_hash: sha256_hex(&text),
-            asset_content_hash: None,
-        });
-        b.items.push(PackItem {
-            layer: LayerName::Fixed,
-            source_type: kind.into(),
-            source_id: Some(id),
-            content: text,
-            tokens: n,
-            transform: Transform::Verbatim,
-        });
-        b.used += n;
-        let s = b.summary(LayerName::Fixed);
-        s.candidates += 1;
-        s.included += 1;
-        s.tokens += n;
-    }
+    save(state, &manifest)?;
+    Ok(Pack {
+        id,
+        budget: req.budget,
+        used_tokens: b.used,
+        text,
+        items: b.items,
+        manifest: manifest.for_reader(p),
+    })
+}
 
-    let mem = &state.memory;
+/// What a request resolves to before any layer is drawn: the retrieval query (the goal by
+/// default), the time read at, the sources in order and the relevance floor.
+struct Plan {
+    query: String,
+    as_of: DateTime<Utc>,
+    draw_on: Vec<Source>,
+    min_score: f32,
+}
 
-    // Task working memory: only with a session or task on the caller's path.
-    if draw_on.contains(&Source::WorkingMemory) {
-        if p.session.is_none() && p.task.is_none() {
-            b.summary(LayerName::WorkingMemory).skipped =
-                Some("no session or task in the request (X-Session / X-Task)".into());
-        } else if req.limits.working_memory > 0 {
-            let res = mem.search_candidates(
-                p,
-                &MemSearch {
-                    query: query.clone(),
-                    classes: vec![MemoryClass::Working],
-                    scope: None,
-                    k: Some(req.limits.working_memory),
-                    as_of: Some(as_of),
-                    filters: Default::default(),
-                },
-            )?;
-            for (i, h) in res.hits.iter().enumerate() {
-                // Working memory is the task's state: relevant by being there.
-                let mut c = memory_candidate(p, LayerName::WorkingMemory, i + 1, h, 0.0, None);
-                c.reason = format!("task working memory, rank {}", i + 1);
-                b.place(c)?;
+impl Plan {
+    fn of(req: &PackRequest, now: DateTime<Utc>) -> Plan {
+        let draw_on = match &req.draw_on {
+            Some(d) => {
+                let mut d = d.clone();
+                d.sort();
+                d.dedup();
+                d
             }
+            None => ALL_SOURCES.to_vec(),
+        };
+        Plan {
+            query: req.query.clone().unwrap_or_else(|| req.goal.clone()),
+            as_of: req.as_of.unwrap_or(now),
+            draw_on,
+            min_score: req
+                .min_score
+                .unwrap_or(registry_knowledge::DEFAULT_MIN_SCORE),
         }
     }
 
-    if draw_on.contains(&Source::Memory) && req.limits.memory > 0 {
+    fn draws_on(&self, s: Source) -> bool {
+        self.draw_on.contains(&s)
+    }
+}
+
+impl Builder<'_> {
+    /// The fixed zone (the caller's rules, then goal and phase): never cut, so it either fits
+    /// whole or the pack is refused with `FIXED_ZONE_OVER_BUDGET` and the per-item counts.
+    /// Returns its token count.
+    fn fixed_zone(&mut self, req: &PackRequest) -> Result<usize> {
+        let mut fixed: Vec<(&str, String, String)> = req
+            .fixed_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ("rule", format!("rule:{}", i + 1), r.trim().to_string()))
+            .collect();
+        let goal = match &req.phase {
+            Some(ph) => format!("Goal: {}\nPhase: {}", req.goal.trim(), ph.trim()),
+            None => format!("Goal: {}", req.goal.trim()),
+        };
+        fixed.push(("goal", "goal".into(), goal));
+        let mut fixed_tokens = 0;
+        let mut counted = vec![];
+        for (kind, id, text) in fixed {
+            let n = self.tokens(&text)?;
+            fixed_tokens += n;
+            counted.push((kind, id, text, n));
+        }
+        if fixed_tokens > req.budget {
+            return Err(Error::new(
+                ErrorCode::FixedZoneOverBudget,
+                format!(
+                    "the fixed rules and goal take {fixed_tokens} tokens, over the budget of {}; \
+                     the fixed zone is never cut",
+                    req.budget
+                ),
+            )
+            .with_details(serde_json::json!({
+                "fixed_tokens": fixed_tokens,
+                "budget": req.budget,
+                "items": counted.iter().map(|(k, id, _, n)| serde_json::json!({
+                    "source_type": k, "source_id": id, "tokens": n })).collect::<Vec<_>>(),
+            })));
+        }
+        for (kind, id, text, n) in counted {
+            let position = self.items.len();
+            self.seen.insert(sha256_hex(&text));
+            self.manifest_items.push(ManifestItem {
+                position,
+                layer: LayerName::Fixed,
+                source_type: kind.into(),
+                source_id: Some(id.clone()),
+                scope: None,
+                version: None,
+                trust: Some("caller".into()),
+                permission_basis: "supplied by the caller in the request".into(),
+                selected_reason: "fixed zone: always present, never cut".into(),
+                tokens: n,
+                transform: Transform::Verbatim,
+                content_hash: sha256_hex(&text),
+                asset_content_hash: None,
+            });
+            self.items.push(PackItem {
+                layer: LayerName::Fixed,
+                source_type: kind.into(),
+                source_id: Some(id),
+                content: text,
+                tokens: n,
+                transform: Transform::Verbatim,
+            });
+            self.used += n;
+            let s = self.summary(LayerName::Fixed);
+            s.candidates += 1;
+            s.included += 1;
+            s.tokens += n;
+        }
+        Ok(fixed_tokens)
+    }
+
+    /// Task working memory: only with a session or task on the caller's path (the layer says
+    /// why it was skipped otherwise); relevant by being there, so no score floor.
+    fn working_memory_layer(
+        &mut self,
+        p: &Principal,
+        req: &PackRequest,
+        plan: &Plan,
+    ) -> Result<()> {
+        if p.session.is_none() && p.task.is_none() {
+            self.summary(LayerName::WorkingMemory).skipped =
+                Some("no session or task in the request (X-Session / X-Task)".into());
+            return Ok(());
+        }
+        if req.limits.working_memory == 0 {
+            return Ok(());
+        }
+        let res = self.state.memory.search_candidates(
+            p,
+            &MemSearch {
+                query: plan.query.clone(),
+                classes: vec![MemoryClass::Working],
+                scope: None,
+                k: Some(req.limits.working_memory),
+                as_of: Some(plan.as_of),
+                filters: Default::default(),
+            },
+        )?;
+        for (i, h) in res.hits.iter().enumerate() {
+            let mut c = memory_candidate(p, LayerName::WorkingMemory, i + 1, h, 0.0, None);
+            c.reason = format!("task working memory, rank {}", i + 1);
+            self.place(c)?;
+        }
+        Ok(())
+    }
+
+    /// Retrieved memory (episodic, semantic, procedural), optionally held to one level of the
+    /// caller's path (`memory_scope`: others are omitted as out of scope).
+    fn memory_layer(&mut self, p: &Principal, req: &PackRequest, plan: &Plan) -> Result<()> {
         let want_scope: Option<Vec<String>> = req.memory_scope.map(|lvl| {
             let level = match lvl {
                 LevelName::Tenant => registry_core::ScopeLevel::Tenant,
@@ -732,10 +830,10 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                 .filter(|k| scope_level_of_key(k) == Some(level))
                 .collect()
         });
-        let res = mem.search_candidates(
+        let res = self.state.memory.search_candidates(
             p,
             &MemSearch {
-                query: query.clone(),
+                query: plan.query.clone(),
                 classes: vec![
                     MemoryClass::Episodic,
                     MemoryClass::Semantic,
@@ -743,7 +841,7 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                 ],
                 scope: None,
                 k: Some(req.limits.memory),
-                as_of: Some(as_of),
+                as_of: Some(plan.as_of),
                 filters: Default::default(),
             },
         )?;
@@ -753,20 +851,24 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                 LayerName::Memory,
                 i + 1,
                 h,
-                min_score,
+                plan.min_score,
                 want_scope.as_deref(),
             );
-            b.place(c)?;
+            self.place(c)?;
         }
+        Ok(())
     }
 
-    if draw_on.contains(&Source::Knowledge) && req.limits.knowledge > 0 {
-        let ans = state.knowledge.search(
+    /// Knowledge evidence, labelled with source, version, heading, authority and an
+    /// instruction flag; stale documents (unless allowed) and low relevance are omitted with
+    /// their reason; evidence may be cut to fit.
+    fn knowledge_layer(&mut self, p: &Principal, req: &PackRequest, plan: &Plan) -> Result<()> {
+        let ans = self.state.knowledge.search(
             p,
             registry_knowledge::SearchRequest {
-                query: query.clone(),
+                query: plan.query.clone(),
                 k: Some(req.limits.knowledge),
-                as_of: Some(as_of),
+                as_of: Some(plan.as_of),
                 min_score: Some(0.0),
                 allow_stale: Some(true),
                 legs: None,
@@ -797,18 +899,18 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                     OmitReason::Stale,
                     "the document is stale (allow_stale is false)".to_string(),
                 ))
-            } else if e.retrieval.relevance < min_score {
+            } else if e.retrieval.relevance < plan.min_score {
                 Some((
                     OmitReason::LowScore,
                     format!(
-                        "relevance {:.3} below min_score {min_score:.2}",
-                        e.retrieval.relevance
+                        "relevance {:.3} below min_score {:.2}",
+                        e.retrieval.relevance, plan.min_score
                     ),
                 ))
             } else {
                 None
             };
-            b.place(Candidate {
+            self.place(Candidate {
                 layer: LayerName::Knowledge,
                 source_type: "knowledge_chunk",
                 source_id: e.citation.chunk_id.clone(),
@@ -833,16 +935,22 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                 pre_omit,
             })?;
         }
+        Ok(())
     }
 
-    if draw_on.contains(&Source::Skills) && req.limits.skills > 0 {
-        let list = state.skills.discover(p, Some(&query), req.limits.skills)?;
+    /// The skill discovery list: references by digest (load them with `skill_load`), never
+    /// cut.
+    fn skills_layer(&mut self, p: &Principal, req: &PackRequest, plan: &Plan) -> Result<()> {
+        let list = self
+            .state
+            .skills
+            .discover(p, Some(&plan.query), req.limits.skills)?;
         for (i, s) in list.iter().enumerate() {
             let content = format!(
                 "[skill {}@{} · load by digest {}] {}",
                 s.name, s.version, s.digest, s.description
             );
-            b.place(Candidate {
+            self.place(Candidate {
                 layer: LayerName::Skills,
                 source_type: "skill",
                 source_id: format!("{}@{}", s.name, s.version),
@@ -859,72 +967,40 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
                 pre_omit: None,
             })?;
         }
+        Ok(())
     }
+}
 
-    let mut withheld_items = vec![];
-    if draw_on.contains(&Source::Memory) && req.limits.memory > 0 {
-        withheld_items.extend(withheld(
+/// What clearance or purpose kept out of the memory and knowledge layers (governors see the
+/// entries; see [`Manifest::for_reader`]).
+fn withheld_layers(
+    state: &ContextService,
+    p: &Principal,
+    req: &PackRequest,
+    plan: &Plan,
+) -> Result<Vec<Omission>> {
+    let mut out = vec![];
+    if plan.draws_on(Source::Memory) && req.limits.memory > 0 {
+        out.extend(withheld(
             state,
             p,
             LayerName::Memory,
-            &query,
+            &plan.query,
             &[registry_core::AssetKind::Memory],
             req.limits.memory,
         )?);
     }
-    if draw_on.contains(&Source::Knowledge) && req.limits.knowledge > 0 {
-        withheld_items.extend(withheld(
+    if plan.draws_on(Source::Knowledge) && req.limits.knowledge > 0 {
+        out.extend(withheld(
             state,
             p,
             LayerName::Knowledge,
-            &query,
+            &plan.query,
             &[registry_core::AssetKind::Chunk],
             req.limits.knowledge,
         )?);
     }
-    // What the pack serves counts as used, and only that.
-    let served: Vec<String> = b
-        .manifest_items
-        .iter()
-        .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
-        .filter_map(|i| i.source_id.clone())
-        .collect();
-    mem.record_use(&served)?;
-    let id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
-    let text = b
-        .items
-        .iter()
-        .map(|i| i.content.as_str())
-        .collect::<Vec<_>>()
-        .join(SEP);
-    let manifest = Manifest {
-        id: id.clone(),
-        created_at: now,
-        tenant: p.tenant.clone(),
-        principal: p.user.clone(),
-        goal_hash: sha256_hex(&req.goal),
-        phase: req.phase.clone(),
-        query_hash: sha256_hex(&query),
-        as_of,
-        budget: req.budget,
-        fixed_tokens,
-        used_tokens: b.used,
-        tokenizer: format!("{} WordPiece", state.embedder.info().name),
-        draw_on,
-        layers: b.layers,
-        items: b.manifest_items,
-        omitted: b.omitted,
-        withheld: withheld_items,
-    };
-    save(state, &manifest)?;
-    Ok(Pack {
-        id,
-        budget: req.budget,
-        used_tokens: b.used,
-        text,
-        items: b.items,
-        manifest: manifest.for_reader(p),
-    })
+    Ok(out)
 }
 
 fn save(state: &ContextService, m: &Manifest) -> Result<()> {
