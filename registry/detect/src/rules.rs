@@ -72,6 +72,13 @@ pub enum Signal {
     /// with no condition). Hostile once the window has a scope (the agent addressed, a
     /// standing rule, an unconditional, an imperative, a structural marker).
     WeakensControl,
+    /// The text talks about attacks rather than issuing one: training, red teams, examples,
+    /// papers, what an attacker or a jailbreak does ("the red team tried 'ignore previous
+    /// instructions'", "提示注入就是…"). Evidence, never a verdict by itself.
+    DescribesAttack,
+    /// The instruction evidence of a sentence lies only inside quotation marks: the sentence
+    /// quotes an instruction rather than giving it.
+    QuotedInstruction,
     /// The classifier's score reached its threshold.
     Classifier,
 }
@@ -106,12 +113,14 @@ impl Signal {
             AgentRules => "agent_rules",
             OtherUsers => "other_users",
             WeakensControl => "weakens_control",
+            DescribesAttack => "describes_attack",
+            QuotedInstruction => "quoted_instruction",
             Classifier => "classifier",
         }
     }
 
     /// Every signal, in a fixed order (the classifier's feature order).
-    pub const ALL: [Signal; 26] = {
+    pub const ALL: [Signal; 28] = {
         use Signal::*;
         [
             RoleMarker,
@@ -139,6 +148,8 @@ impl Signal {
             AgentRules,
             OtherUsers,
             WeakensControl,
+            DescribesAttack,
+            QuotedInstruction,
             Classifier,
         ]
     };
@@ -858,6 +869,88 @@ rules!(
         r"之前|以前|先前|此前|上面|上述|以上|前面|原来|原有|原先|刚才|你的|系统|默认",
     ]
 );
+
+// Talk about attacks: the security vocabulary, reporting frames (examples, quotes, tests)
+// and what happened to an attempt. Evidence that a sentence mentions instructions rather than
+// gives them; the classifier weighs it against everything else.
+rules!(
+    DESCRIBES_ATTACK,
+    [
+        r"\b(?:prompt[- ]injections?|injections?|injection attacks?|indirect injections?|jailbreaks?|jailbreaking|jailbroken prompts?|red[- ]team(?:ers|ing|'s)?|phishing|spear-?phishing|social[- ]engineering|threat model(?:s|ling)?|payloads?|attacks?|attackers?|adversar(?:y|ies|ial)|malicious|exploits?|poisoning|impersonation attacks?|pretexting|scammers?|fraudsters?|honeypots?)\b",
+        r"\b(?:for example|for instance|e\.g\.|such as|examples? (?:like|of|such as|include)|like this one|test cases?|test prompts?|fixtures?|sample attacks?|attack (?:examples?|strings?|phrases?|texts?|patterns?)|typical (?:phrases?|attacks?|lines?|openers?)|common (?:tricks?|lines?|phrases?|attacks?)|known tricks?|classic (?:attacks?|tricks?|examples?))\b",
+        r"\b(?:training|workshop|course|quiz|slides?|deck|paper|article|blog(?: post)?|talk|lecture|webinar|module|awareness|simulation|drill|exercise|case study|postmortem|incident report|audit report|write-?up)\b",
+        r"\b(?:tried|attempted|attempts?|tries|trying|tricked|tricks|fooled|fool|manipulated|convinced|pretended|claimed|claiming|pretending|impersonating|hid|hidden|planted|smuggled|sneaked|slipped)\b[^.\n]{0,40}\b(?:the |our |an? |its )?(?:model|assistant|agent|bot|chatbot|llm|ai|system|gate|detector|classifier|staff|help ?desk|employees?|users?)\b",
+        r"\b(?:the |our |an? )?(?:model|assistant|agent|bot|chatbot|llm|ai|gate|detector|classifier|filter)\b[^.\n]{0,20}\b(?:refused|declined|rejected|blocked|flagged|caught|quarantined|ignored it|didn't fall|did not fall|fell for|obeyed|followed|complied|missed)\b",
+        r"\b(?:is when|happens when|works by|consists? of|refers to|means that|is a (?:technique|trick|kind of attack|type of attack))\b",
+        r"提示注入|注入攻击|注入|越狱|攻击者?|红队|钓鱼|社会工程|社工|话术|投毒|冒充|恶意|载荷|威胁模型|例如|比如|举例|例子|示例|案例|测试用例|样例|培训|演练|论文|文章|课程|讲师|幻灯片|课件|复盘|审计报告|上当|拒绝了|识别出|拦截了|隔离|骗",
+    ]
+);
+
+/// Removes what stands between pairs of quote marks: the part of a sentence it only quotes.
+pub(crate) fn outside_quotes(s: &str) -> Option<String> {
+    let marks = s.matches(QUOTE).count();
+    if marks < 2 {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut inside = false;
+    let mut seen = 0;
+    for c in s.chars() {
+        if c == QUOTE {
+            seen += 1;
+            // An unpaired last mark (an apostrophe, a quote left open) quotes nothing. The marks
+            // stay: "reply only with '…'" still reads as a fixed answer without its words.
+            if inside || seen < marks || marks.is_multiple_of(2) {
+                inside = !inside;
+            }
+            out.push(QUOTE);
+            continue;
+        }
+        if !inside {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// The evidence that makes a sentence an instruction, as opposed to context.
+pub(crate) const INSTRUCTION_EVIDENCE: &[Signal] = &[
+    Signal::OverrideInstructions,
+    Signal::RoleReassignment,
+    Signal::PromptDisclosure,
+    Signal::ControlBypass,
+    Signal::FixedAnswer,
+    Signal::Exfiltration,
+    Signal::CredentialRequest,
+    Signal::HidesFromOversight,
+    Signal::AgentRules,
+    Signal::WeakensControl,
+    Signal::Concealment,
+    Signal::Persistence,
+    Signal::Directive,
+];
+
+/// What one sentence shows, with the two signals about mentioning: whether it talks about
+/// attacks, and whether its instruction evidence is only inside quotes.
+pub(crate) fn sentence_evidence(s: &str) -> Signals {
+    let mut out = sentence_signals(s);
+    if any(&DESCRIBES_ATTACK, s) {
+        out.insert(Signal::DescribesAttack);
+    }
+    if out.any(INSTRUCTION_EVIDENCE)
+        && let Some(outer) = outside_quotes(s)
+    {
+        let o = sentence_signals(&outer);
+        let quoted_only = INSTRUCTION_EVIDENCE
+            .iter()
+            .filter(|e| !matches!(e, Signal::Directive | Signal::Persistence))
+            .any(|e| out.has(*e) && !o.has(*e));
+        if quoted_only {
+            out.insert(Signal::QuotedInstruction);
+        }
+    }
+    out
+}
 
 /// What one sentence shows.
 pub(crate) fn sentence_signals(s: &str) -> Signals {
