@@ -89,15 +89,17 @@ pub fn features_with(
 ) -> Features {
     let mut grams: Vec<u32> = Vec::with_capacity(256);
     let mut words: Vec<&str> = vec![];
-    let mut cjk_run: Vec<char> = vec![];
-    let flush_cjk = |run: &mut Vec<char>, grams: &mut Vec<u32>| {
+    // The current run of CJK characters, as their byte offsets in `text` (a run is contiguous,
+    // so an n-gram is the slice from its first character to the end of its last).
+    let mut cjk_run: Vec<usize> = vec![];
+    let flush_cjk = |run: &mut Vec<usize>, end: usize, grams: &mut Vec<u32>| {
         for i in 0..run.len() {
             for n in 1..=set.cjk {
                 if i + n > run.len() {
                     break;
                 }
-                let s: String = run[i..i + n].iter().collect();
-                grams.push(fnv(b'z' + n as u8, &[&s]));
+                let to = run.get(i + n).copied().unwrap_or(end);
+                grams.push(fnv(b'z' + n as u8, &[&text[run[i]..to]]));
             }
         }
         run.clear();
@@ -125,9 +127,9 @@ pub fn features_with(
             opening &= !is_cjk(c);
         }
         if is_cjk(c) {
-            cjk_run.push(c);
+            cjk_run.push(i);
         } else if !cjk_run.is_empty() {
-            flush_cjk(&mut cjk_run, &mut grams);
+            flush_cjk(&mut cjk_run, i, &mut grams);
         }
         if c == crate::normalize::QUOTE {
             grams.push(fnv(b'q', &[]));
@@ -139,7 +141,8 @@ pub fn features_with(
         }
         words.push(&text[s..]);
     }
-    flush_cjk(&mut cjk_run, &mut grams);
+    flush_cjk(&mut cjk_run, text.len(), &mut grams);
+    let mut padded = String::new();
     for (i, w) in words.iter().enumerate() {
         if set.words {
             grams.push(fnv(b'w', &[w]));
@@ -148,12 +151,15 @@ pub fn features_with(
             }
         }
         if set.word_chars >= 3 {
-            let padded: Vec<char> = format!("<{w}>").chars().collect();
+            // Words are ASCII (see above): byte windows are character windows.
+            padded.clear();
+            padded.push('<');
+            padded.push_str(w);
+            padded.push('>');
             if padded.len() > 4 {
                 for n in 3..=set.word_chars {
-                    for win in padded.windows(n) {
-                        let s: String = win.iter().collect();
-                        grams.push(fnv(b'c', &[&s]));
+                    for at in 0..=padded.len().saturating_sub(n) {
+                        grams.push(fnv(b'c', &[&padded[at..at + n]]));
                     }
                 }
             }
@@ -368,6 +374,15 @@ fn sigmoid(z: f32) -> f32 {
 impl Model {
     /// Probability-like score in [0, 1].
     pub fn score(&self, x: &Features) -> f32 {
+        // The embedded model is scored from a dense table (1 MiB, built on first use): a lookup
+        // instead of a binary search per feature.
+        if std::ptr::eq(self, &*MODEL) {
+            let dense = &*DENSE;
+            let z = x
+                .iter()
+                .fold(self.bias, |z, (i, v)| z + dense[*i as usize] * v);
+            return sigmoid(z);
+        }
         let mut z = self.bias;
         for (i, v) in x {
             if let Ok(k) = self.weights.binary_search_by_key(i, |(j, _)| *j) {
@@ -428,6 +443,15 @@ impl Model {
         })
     }
 }
+
+/// The embedded model's weights by index.
+static DENSE: LazyLock<Vec<f32>> = LazyLock::new(|| {
+    let mut d = vec![0f32; DIM as usize];
+    for (i, w) in &MODEL.weights {
+        d[*i as usize] = *w;
+    }
+    d
+});
 
 /// The embedded model. A corrupt file is a build defect, caught by the crate's tests.
 pub static MODEL: LazyLock<Model> = LazyLock::new(|| {

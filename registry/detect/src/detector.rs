@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::classifier::{FEATURES, FeatureSet, Features, MODEL, Model, features_with};
 use crate::normalize::{Normalized, normalize};
 use crate::rules::{
-    Signal, Signals, control_bypass, sentence_evidence, sentences, structural_signals,
+    Signal, Signals, control_bypass, in_text_scope, sentence_evidence, sentences,
+    structural_signals,
 };
 
 /// What the detector concluded.
@@ -204,7 +205,20 @@ impl WindowVerdict {
 #[allow(clippy::type_complexity)]
 fn rule_layer(n: &Normalized) -> (RuleOutcome, Vec<(String, Signals, WindowVerdict)>, bool) {
     let sents = sentences(&n.text);
-    let mut per: Vec<Signals> = sents.iter().map(|s| sentence_evidence(s)).collect();
+    // Sentences are slices of the text: within its scope, a rule group that matches nowhere in
+    // the whole text is not asked again for each sentence (same answers, less work).
+    let mut per: Vec<Signals> = in_text_scope(&n.text, || {
+        let mut per: Vec<Signals> = sents.iter().map(|s| sentence_evidence(s)).collect();
+        for i in 0..sents.len() {
+            let around = per[i.saturating_sub(1)..(i + 2).min(per.len())]
+                .iter()
+                .fold(Signals::default(), |a, s| a.union(*s));
+            if control_bypass(sents[i], around) {
+                per[i].insert(Signal::ControlBypass);
+            }
+        }
+        per
+    });
     let mut doc = structural_signals(&n.marked);
     if n.invisible_chars {
         doc.insert(Signal::InvisibleChars);
@@ -219,14 +233,6 @@ fn rule_layer(n: &Normalized) -> (RuleOutcome, Vec<(String, Signals, WindowVerdi
         if hidden.any(ADDRESS) || hidden.any(&[Signal::RoleReassignment, Signal::PromptDisclosure])
         {
             doc.insert(Signal::HiddenMarkup);
-        }
-    }
-    for i in 0..sents.len() {
-        let around = per[i.saturating_sub(1)..(i + 2).min(per.len())]
-            .iter()
-            .fold(Signals::default(), |a, s| a.union(*s));
-        if control_bypass(sents[i], around) {
-            per[i].insert(Signal::ControlBypass);
         }
     }
     if per.is_empty() {
