@@ -344,7 +344,9 @@ pub fn decide_at(a: &Analysis, score: f32, threshold: f32, veto: f32) -> Detecti
     }
     let structural = r.signals.any(STRUCTURAL);
     let vetoed = score < veto;
-    let (verdict, hostile) = if r.injection && !vetoed {
+    // An injection carried by the text's form (a chat-template marker, forged tool output,
+    // hidden or disguised text, with an address) stands whatever the score.
+    let (verdict, hostile) = if r.injection && (!vetoed || structural) {
         (Verdict::Injection, true)
     } else if r.hostile && !vetoed {
         (Verdict::Steering, true)
