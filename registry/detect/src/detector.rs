@@ -1,12 +1,16 @@
-//! The instruction detector: rule evidence, combined within two-sentence windows, then the
-//! classifier's score. The answer names what fired and the score; it never carries the text.
+//! The instruction detector. A text is judged in pieces: its sentences, each with the next
+//! (an instruction hidden in a long friendly message is one hostile sentence among harmless
+//! ones), and the whole text when it is short. Rules name the evidence sentence by sentence and
+//! decide within two adjacent sentences; the classifier scores every piece and the highest
+//! score counts. The answer names what fired and the score; it never carries the text.
 
 use serde::{Deserialize, Serialize};
 
-use crate::classifier::{Features, MODEL, Model, features};
+use crate::classifier::{FEATURES, FeatureSet, Features, MODEL, Model, features_with};
 use crate::normalize::{Normalized, normalize};
 use crate::rules::{
-    Signal, Signals, control_bypass, sentence_signals, sentences, structural_signals,
+    Signal, Signals, control_bypass, in_text_scope, sentence_evidence, sentences,
+    structural_signals,
 };
 
 /// What the detector concluded.
@@ -33,7 +37,7 @@ pub struct Detection {
     pub hostile: bool,
     /// Evidence that fired, in a fixed order.
     pub signals: Vec<Signal>,
-    /// The classifier's score in [0, 1].
+    /// The classifier's score in [0, 1] (the highest over the text's pieces).
     pub score: f32,
 }
 
@@ -69,9 +73,20 @@ const ADDRESS: &[Signal] = &[
     Signal::AuthorityClaim,
 ];
 
-/// Only texts longer than this are scored window by window by the classifier (a memory is
-/// usually shorter and is scored whole, as it was trained).
-const WHOLE_TEXT_BYTES: usize = 800;
+/// Markers of the text's form (chat templates, forged tool output, hidden or disguised text):
+/// a classifier verdict on such a text is an injection.
+const STRUCTURAL: &[Signal] = &[
+    Signal::RoleMarker,
+    Signal::ToolForgery,
+    Signal::HiddenMarkup,
+    Signal::InvisibleChars,
+    Signal::ObfuscatedText,
+    Signal::AuthorityClaim,
+];
+
+/// A text up to this long is also scored whole (memories usually are, and the classifier
+/// learns from whole texts); a longer one only piece by piece.
+const WHOLE_TEXT_BYTES: usize = 1200;
 
 /// What the rules found, before the classifier.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +99,9 @@ pub struct RuleOutcome {
     pub hostile: bool,
     /// Rules see steering (maybe benign).
     pub steering: bool,
+    /// Rule evidence of an injection or hostile steering was found only in sentences that talk
+    /// about attacks or quote instructions: left to the classifier.
+    pub mentioned: bool,
 }
 
 /// The rules' findings and the classifier's inputs for one text.
@@ -91,51 +109,25 @@ pub struct RuleOutcome {
 pub struct Analysis {
     /// What the rules found.
     pub rules: RuleOutcome,
-    /// One feature vector per scored window (one for a short text).
+    /// One feature vector per scored piece: the whole text when it is short, then each
+    /// sentence with the next when there are three sentences or more.
     pub windows: Vec<Features>,
+    /// The first piece is the whole text.
+    pub whole: bool,
 }
 
-fn rule_layer(n: &Normalized) -> (RuleOutcome, Vec<(String, Signals)>) {
-    let sents = sentences(&n.text);
-    let mut per: Vec<Signals> = sents.iter().map(|s| sentence_signals(s)).collect();
-    let mut doc = structural_signals(&n.marked);
-    if n.invisible_chars {
-        doc.insert(Signal::InvisibleChars);
-    }
-    if n.obfuscated {
-        doc.insert(Signal::ObfuscatedText);
-    }
-    if !n.hidden.is_empty() {
-        let hidden = sentences(&n.hidden)
-            .iter()
-            .fold(Signals::default(), |acc, s| acc.union(sentence_signals(s)));
-        if hidden.any(ADDRESS) || hidden.any(&[Signal::RoleReassignment, Signal::PromptDisclosure])
-        {
-            doc.insert(Signal::HiddenMarkup);
-        }
-    }
-    for i in 0..sents.len() {
-        let around = per[i.saturating_sub(1)..(i + 2).min(per.len())]
-            .iter()
-            .fold(Signals::default(), |a, s| a.union(*s));
-        if control_bypass(sents[i], around) {
-            per[i].insert(Signal::ControlBypass);
-        }
-    }
-    let mut out = RuleOutcome {
-        signals: doc,
-        injection: false,
-        hostile: false,
-        steering: false,
-    };
-    if per.is_empty() {
-        per.push(Signals::default());
-    }
-    for i in 0..per.len() {
-        let w = per[i]
-            .union(*per.get(i + 1).unwrap_or(&Signals::default()))
-            .union(doc);
-        out.signals = out.signals.union(w);
+/// The rules' verdict on two adjacent sentences (with the text's structural signals).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct WindowVerdict {
+    injection: bool,
+    hostile: bool,
+    steering: bool,
+    /// The window talks about attacks or only quotes its instructions.
+    mention: bool,
+}
+
+impl WindowVerdict {
+    fn of(w: Signals) -> WindowVerdict {
         let addressed = w.any(ADDRESS);
         let scope = w.any(&[
             Signal::NamesAgent,
@@ -189,66 +181,174 @@ fn rule_layer(n: &Normalized) -> (RuleOutcome, Vec<(String, Signals)>) {
             && w.any(&[Signal::Directive, Signal::SecondPerson, Signal::NamesAgent])
             || w.has(Signal::NamesAgent) && w.any(&[Signal::Directive, Signal::SecondPerson])
             || w.has(Signal::SecondPerson) && w.has(Signal::Directive);
-        out.injection |= injection;
-        out.hostile |= injection || aim;
-        out.steering |= steering || injection || aim;
-    }
-    // Windows for the classifier: the whole text when short, else three sentences at a time.
-    let mut windows = vec![];
-    if n.text.len() <= WHOLE_TEXT_BYTES || sents.len() <= 3 {
-        windows.push((n.text.clone(), out.signals));
-    } else {
-        let mut i = 0;
-        while i < sents.len() {
-            let end = (i + 3).min(sents.len());
-            let text = sents[i..end].join("\n");
-            let sig = per[i..end.min(per.len())]
-                .iter()
-                .fold(doc, |a, s| a.union(*s));
-            windows.push((text, sig));
-            if end == sents.len() {
-                break;
-            }
-            i += 2;
+        // Talk about attacks ("the red team tried 'ignore previous instructions'") is not an
+        // attack, unless it also addresses the reader outside the quotes; hidden or disguised
+        // text is never a mention.
+        let mention = w.has(Signal::DescribesAttack)
+            && (w.has(Signal::QuotedInstruction) || !w.has(Signal::SecondPerson))
+            && !w.any(&[
+                Signal::HiddenMarkup,
+                Signal::InvisibleChars,
+                Signal::ObfuscatedText,
+                Signal::ToolForgery,
+            ]);
+        WindowVerdict {
+            injection,
+            hostile: injection || aim,
+            steering: steering || injection || aim,
+            mention,
         }
     }
-    (out, windows)
+}
+
+/// Rule evidence and verdicts for a normalised text, and the pieces the classifier scores.
+#[allow(clippy::type_complexity)]
+fn rule_layer(n: &Normalized) -> (RuleOutcome, Vec<(String, Signals, WindowVerdict)>, bool) {
+    let sents = sentences(&n.text);
+    // Sentences are slices of the text: within its scope, a rule group that matches nowhere in
+    // the whole text is not asked again for each sentence (same answers, less work).
+    let mut per: Vec<Signals> = in_text_scope(&n.text, || {
+        let mut per: Vec<Signals> = sents.iter().map(|s| sentence_evidence(s)).collect();
+        for i in 0..sents.len() {
+            let around = per[i.saturating_sub(1)..(i + 2).min(per.len())]
+                .iter()
+                .fold(Signals::default(), |a, s| a.union(*s));
+            if control_bypass(sents[i], around) {
+                per[i].insert(Signal::ControlBypass);
+            }
+        }
+        per
+    });
+    let mut doc = structural_signals(&n.marked);
+    if n.invisible_chars {
+        doc.insert(Signal::InvisibleChars);
+    }
+    if n.obfuscated {
+        doc.insert(Signal::ObfuscatedText);
+    }
+    if !n.hidden.is_empty() {
+        let hidden = sentences(&n.hidden)
+            .iter()
+            .fold(Signals::default(), |acc, s| acc.union(sentence_evidence(s)));
+        if hidden.any(ADDRESS) || hidden.any(&[Signal::RoleReassignment, Signal::PromptDisclosure])
+        {
+            doc.insert(Signal::HiddenMarkup);
+        }
+    }
+    if per.is_empty() {
+        per.push(Signals::default());
+    }
+    let mut out = RuleOutcome {
+        signals: doc,
+        injection: false,
+        hostile: false,
+        steering: false,
+        mentioned: false,
+    };
+    // Verdicts of each sentence with the next.
+    let verdicts: Vec<WindowVerdict> = (0..per.len())
+        .map(|i| {
+            let w = per[i]
+                .union(*per.get(i + 1).unwrap_or(&Signals::default()))
+                .union(doc);
+            out.signals = out.signals.union(w);
+            WindowVerdict::of(w)
+        })
+        .collect();
+    for v in &verdicts {
+        if v.mention {
+            out.mentioned |= v.hostile;
+        } else {
+            out.injection |= v.injection;
+            out.hostile |= v.hostile;
+            out.steering |= v.steering;
+        }
+    }
+    if out.hostile {
+        out.mentioned = false;
+    }
+    let mut windows = vec![];
+    let verdict_of = |from: usize, to: usize| {
+        verdicts[from..to.min(verdicts.len())]
+            .iter()
+            .fold(WindowVerdict::default(), |a, v| WindowVerdict {
+                injection: a.injection || v.injection,
+                hostile: a.hostile || v.hostile,
+                steering: a.steering || v.steering,
+                mention: a.mention || v.mention,
+            })
+    };
+    let sig_of = |from: usize, to: usize| {
+        per[from..to.min(per.len())]
+            .iter()
+            .fold(doc, |a, s| a.union(*s))
+    };
+    let whole = n.text.len() <= WHOLE_TEXT_BYTES || sents.len() <= 2;
+    if whole {
+        windows.push((
+            n.text.clone(),
+            sig_of(0, per.len()),
+            verdict_of(0, per.len()),
+        ));
+    }
+    if sents.len() >= 3 {
+        for i in 0..sents.len() - 1 {
+            windows.push((
+                format!("{}\n{}", sents[i], sents[i + 1]),
+                sig_of(i, i + 2),
+                verdict_of(i, i + 1),
+            ));
+        }
+    }
+    (out, windows, whole)
 }
 
 /// Rules and classifier inputs for `text` (normalised first).
 pub fn analyse(text: &str) -> Analysis {
+    analyse_with(text, FEATURES)
+}
+
+/// [`analyse`] with another feature set (the trainer's comparisons).
+pub fn analyse_with(text: &str, set: FeatureSet) -> Analysis {
     let n = normalize(text);
-    let (rules, windows) = rule_layer(&n);
+    let (rules, windows, whole) = rule_layer(&n);
     Analysis {
         rules,
-        windows: windows.into_iter().map(|(t, s)| features(&t, s)).collect(),
+        whole,
+        windows: windows
+            .into_iter()
+            .map(|(t, s, v)| features_with(&t, s, v.hostile, v.mention, set))
+            .collect(),
     }
 }
 
-/// The classifier's score for an analysis: the highest over its windows.
+/// The classifier's score for an analysis: the highest over its pieces.
 pub fn score(a: &Analysis, model: &Model) -> f32 {
     a.windows.iter().map(|x| model.score(x)).fold(0.0, f32::max)
 }
 
-/// Combines the rules and a score against `threshold`.
-pub fn decide(a: &Analysis, score: f32, threshold: f32) -> Detection {
+/// Combines the rules and a score with the model's thresholds: a score at or above
+/// `threshold` makes the text hostile; a rule verdict (injection or hostile steering) whose
+/// score stays below `veto` is left as steering, not hostile.
+pub fn decide(a: &Analysis, score: f32, model: &Model) -> Detection {
+    decide_at(a, score, model.threshold, model.veto)
+}
+
+/// [`decide`] with explicit thresholds (training and evaluation).
+pub fn decide_at(a: &Analysis, score: f32, threshold: f32, veto: f32) -> Detection {
     let r = &a.rules;
     let mut signals = r.signals;
     let classifier = score >= threshold;
     if classifier {
         signals.insert(Signal::Classifier);
     }
-    let structural = r.signals.any(&[
-        Signal::RoleMarker,
-        Signal::ToolForgery,
-        Signal::HiddenMarkup,
-        Signal::InvisibleChars,
-        Signal::ObfuscatedText,
-        Signal::AuthorityClaim,
-    ]);
-    let (verdict, hostile) = if r.injection {
+    let structural = r.signals.any(STRUCTURAL);
+    let vetoed = score < veto;
+    // An injection carried by the text's form (a chat-template marker, forged tool output,
+    // hidden or disguised text, with an address) stands whatever the score.
+    let (verdict, hostile) = if r.injection && (!vetoed || structural) {
         (Verdict::Injection, true)
-    } else if r.hostile {
+    } else if r.hostile && !vetoed {
         (Verdict::Steering, true)
     } else if classifier {
         (
@@ -282,7 +382,7 @@ pub fn detect_instruction(text: &str) -> Detection {
 pub fn detect_with(text: &str, model: &Model) -> Detection {
     let a = analyse(text);
     let s = score(&a, model);
-    decide(&a, s, model.threshold)
+    decide(&a, s, model)
 }
 
 #[cfg(test)]

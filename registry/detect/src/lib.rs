@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod classifier;
+pub mod concepts;
 pub mod corpus;
 mod detector;
 pub mod normalize;
@@ -9,8 +10,8 @@ mod sensitive;
 
 pub use classifier::{MODEL, Model};
 pub use detector::{
-    Analysis, Detection, RuleOutcome, Verdict, analyse, decide, detect_instruction, detect_with,
-    score,
+    Analysis, Detection, RuleOutcome, Verdict, analyse, analyse_with, decide, decide_at,
+    detect_instruction, detect_with, score,
 };
 pub use normalize::{MAX_SCAN_BYTES, Normalized, normalize};
 pub use rules::Signal;

@@ -3,7 +3,7 @@
 //! statement (the strictest case: a user may state preferences that external text may not).
 //! The threshold inside the model was chosen by cross-validation on the train split only.
 
-use registry_detect::classifier::{self, Features, TrainConfig};
+use registry_detect::classifier::{self, TrainConfig};
 use registry_detect::corpus::{
     self, Report, assess, blocked_as_external, blocked_as_user_statement,
 };
@@ -89,16 +89,18 @@ fn embedded_model_is_reproducible_from_the_train_split() {
         seed: c["seed"].as_u64().expect("seed"),
     };
     let all = corpus::load_default().expect("corpus loads");
-    let (mut xs, mut ys): (Vec<Features>, Vec<bool>) = (vec![], vec![]);
-    for e in all
+    let analysed: Vec<_> = all
         .iter()
         .filter(|e| e.split == "train" && e.trains_classifier())
-    {
-        xs.push(analyse(&e.text).windows[0].clone());
-        ys.push(e.is_attack());
-    }
-    let mut m: Model = classifier::train(&xs, &ys, cfg);
+        .map(|e| (analyse(&e.text), e.is_attack()))
+        .collect();
+    let samples: Vec<classifier::Sample> = analysed
+        .iter()
+        .map(|(a, attack)| (a.windows.as_slice(), a.whole, *attack))
+        .collect();
+    let mut m: Model = classifier::fit(&samples, cfg);
     m.threshold = meta["threshold"].as_f64().expect("threshold") as f32;
+    m.veto = meta["veto"].as_f64().expect("veto") as f32;
     assert_eq!(
         m.to_bytes(),
         MODEL.to_bytes(),

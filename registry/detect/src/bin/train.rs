@@ -1,23 +1,33 @@
 //! Trains the instruction classifier on the corpus's train split and writes
 //! `model/instruction.lr` and `model/instruction.json`.
 //!
-//! Hyper-parameters and the decision threshold are chosen by 5-fold cross-validation over the
-//! train split, folds drawn by phrasing group (a group never sits on both sides of a fold), on
-//! the whole detector (rules + classifier) as the gate would use it for a user statement. The
-//! test split is never read here.
+//! Hyper-parameters, the decision threshold and the veto are chosen by 5-fold
+//! cross-validation over the train split, folds drawn by phrasing group (a group never sits on
+//! both sides of a fold), on the whole detector (rules + classifier) as the gate would use it
+//! for a user statement. The test split is never read here.
 //!
-//! `cargo run -p registry-detect --bin train [-- --errors]` (`--errors` lists the train
-//! examples that cross-validation gets wrong).
+//! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
+//! - `--errors` lists the train examples that cross-validation gets wrong;
+//! - `--eval DIR` also reports the final model on another corpus directory (every split),
+//!   e.g. a development set not in the corpus;
+//! - `--no-write` leaves the model files alone;
+//! - `--features W,X,C,F,K` compares another feature set (word char n-grams up to W,
+//!   cross-word char n-grams of length X, CJK n-grams up to C, first words F=0/1, concepts
+//!   K=0/1).
 
 use std::path::Path;
 
-use registry_detect::classifier::{self, Features, TrainConfig};
-use registry_detect::corpus::{self, Example, Tally, blocked_as_user_statement};
-use registry_detect::{Analysis, FindingKind, analyse, decide, scan_sensitive};
+use registry_detect::classifier::{self, FEATURES, FeatureSet, Sample, TrainConfig};
+use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_statement};
+use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
 
 const FOLDS: u64 = 5;
 /// The cross-validated kept rate a threshold must reach; among those, the highest block rate.
-const MIN_KEPT: f64 = 0.985;
+const MIN_KEPT: f64 = 0.975;
+/// Vetoes compared (0: every rule verdict stands).
+const VETOES: [f32; 14] = [
+    0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9,
+];
 
 fn fold_of(group: &str) -> u64 {
     // FNV-1a: stable across platforms and releases, unlike std's hasher.
@@ -35,15 +45,20 @@ struct Prepared<'a> {
     findings: Vec<FindingKind>,
 }
 
-/// The training vector of an example: its single window (corpus texts are short).
-fn train_vector(p: &Prepared) -> Features {
-    p.analysis.windows[0].clone()
+impl Prepared<'_> {
+    fn sample(&self) -> Sample<'_> {
+        (
+            &self.analysis.windows,
+            self.analysis.whole,
+            self.ex.is_attack(),
+        )
+    }
 }
 
-fn tally(ps: &[Prepared], scores: &[f32], threshold: f32) -> Tally {
+fn tally(ps: &[Prepared], scores: &[f32], threshold: f32, veto: f32) -> Tally {
     let mut t = Tally::default();
     for (p, s) in ps.iter().zip(scores) {
-        let d = decide(&p.analysis, *s, threshold);
+        let d = decide_at(&p.analysis, *s, threshold, veto);
         t.add(p.ex.is_attack(), blocked_as_user_statement(&d, &p.findings));
     }
     t
@@ -53,15 +68,12 @@ fn tally(ps: &[Prepared], scores: &[f32], threshold: f32) -> Tally {
 fn cross_validate(ps: &[Prepared], cfg: TrainConfig) -> Vec<f32> {
     let mut scores = vec![0f32; ps.len()];
     for f in 0..FOLDS {
-        let (mut xs, mut ys) = (vec![], vec![]);
-        for p in ps
+        let samples: Vec<Sample> = ps
             .iter()
             .filter(|p| fold_of(&p.ex.group) != f && p.ex.trains_classifier())
-        {
-            xs.push(train_vector(p));
-            ys.push(p.ex.is_attack());
-        }
-        let m = classifier::train(&xs, &ys, cfg);
+            .map(Prepared::sample)
+            .collect();
+        let m = classifier::fit(&samples, cfg);
         for (i, p) in ps.iter().enumerate() {
             if fold_of(&p.ex.group) == f {
                 scores[i] = registry_detect::score(&p.analysis, &m);
@@ -71,105 +83,209 @@ fn cross_validate(ps: &[Prepared], cfg: TrainConfig) -> Vec<f32> {
     scores
 }
 
-/// The threshold with the highest block rate among those keeping at least `MIN_KEPT`; the
-/// middle of the best plateau, so that the choice does not sit on an edge.
-fn choose_threshold(ps: &[Prepared], scores: &[f32]) -> (f32, Tally) {
-    let grid: Vec<f32> = (5..=95).map(|i| i as f32 / 100.0).collect();
-    let tallies: Vec<Tally> = grid.iter().map(|t| tally(ps, scores, *t)).collect();
+/// The threshold and veto with the highest block rate among those keeping at least
+/// `MIN_KEPT`, preferring the smaller veto; the threshold in the middle of the best plateau, so
+/// that the choice does not sit on an edge.
+fn choose_threshold(ps: &[Prepared], scores: &[f32]) -> (f32, f32, Tally) {
+    let grid: Vec<f32> = (5..=99).map(|i| i as f32 / 100.0).collect();
     let ok = |t: &Tally| t.kept_rate() >= MIN_KEPT;
-    let best = tallies.iter().filter(|t| ok(t)).map(|t| t.blocked).max();
-    let plateau: Vec<usize> = match best {
-        Some(b) => (0..grid.len())
+    let mut best: Option<(f32, f32, Tally)> = None;
+    for veto in VETOES {
+        let tallies: Vec<Tally> = grid.iter().map(|t| tally(ps, scores, *t, veto)).collect();
+        let Some(b) = tallies.iter().filter(|t| ok(t)).map(|t| t.blocked).max() else {
+            continue;
+        };
+        let plateau: Vec<usize> = (0..grid.len())
             .filter(|&i| ok(&tallies[i]) && tallies[i].blocked == b)
-            .collect(),
-        // Nothing keeps enough: the most conservative threshold.
-        None => vec![grid.len() - 1],
-    };
-    let i = plateau[plateau.len() / 2];
-    (grid[i], tallies[i])
+            .collect();
+        let i = plateau[plateau.len() / 2];
+        if best
+            .as_ref()
+            .is_none_or(|(_, _, t)| (tallies[i].blocked, tallies[i].kept) > (t.blocked, t.kept))
+        {
+            best = Some((grid[i], veto, tallies[i]));
+        }
+    }
+    // Nothing keeps enough: the most conservative choice.
+    best.unwrap_or_else(|| {
+        let t = tally(ps, scores, 0.95, 0.2);
+        (0.95, 0.2, t)
+    })
+}
+
+fn parse_features(s: &str) -> FeatureSet {
+    let v: Vec<usize> = s
+        .split(',')
+        .map(|x| x.parse().expect("--features W,X,C,F,K"))
+        .collect();
+    assert!(v.len() >= 5, "--features W,X,C,F,K[,U]");
+    FeatureSet {
+        word_chars: v[0],
+        cross_chars: v[1],
+        cjk: v[2],
+        first_word: v[3] != 0,
+        concepts: v[4] != 0,
+        words: v.get(5).is_none_or(|u| *u != 0),
+        signals: v.get(6).is_none_or(|u| *u != 0),
+    }
 }
 
 fn main() {
-    let errors = std::env::args().any(|a| a == "--errors");
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    let value = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .and_then(|i| args.get(i + 1))
+    };
+    let errors = flag("--errors");
+    let write = !flag("--no-write");
+    let set = value("--features").map_or(FEATURES, |s| parse_features(s));
+    if set != FEATURES && write {
+        panic!("another feature set is for comparison only: add --no-write");
+    }
     let all = corpus::load_default().unwrap_or_else(|e| panic!("corpus: {e}"));
     let train: Vec<&Example> = all.iter().filter(|e| e.split == "train").collect();
     let ps: Vec<Prepared> = train
         .iter()
         .map(|ex| Prepared {
             ex,
-            analysis: analyse(&ex.text),
+            analysis: analyse_with(&ex.text, set),
             findings: scan_sensitive(&ex.text),
         })
         .collect();
-    assert!(
-        ps.iter().all(|p| p.analysis.windows.len() == 1),
-        "corpus texts are scored whole"
-    );
     let attacks = ps.iter().filter(|p| p.ex.is_attack()).count();
+    let pieces: usize = ps.iter().map(|p| p.analysis.windows.len()).sum();
     println!(
-        "train split: {} examples ({attacks} attacks, {} legit), {FOLDS}-fold CV by group",
+        "train split: {} examples ({attacks} attacks, {} legit, {pieces} pieces), {FOLDS}-fold CV by group, features {set:?}",
         ps.len(),
         ps.len() - attacks
     );
-    let rules_only = tally(&ps, &vec![0.0; ps.len()], 1.0);
+    let rules_only = tally(&ps, &vec![0.0; ps.len()], 1.0, 0.0);
     println!(
         "rules alone:         block {:.1}%  kept {:.1}%",
         100.0 * rules_only.block_rate(),
         100.0 * rules_only.kept_rate()
     );
-    let mut best: Option<(TrainConfig, f32, Tally, Vec<f32>)> = None;
-    for l2 in [1e-5f32, 1e-4, 1e-3] {
-        for epochs in [20usize, 40] {
+    let mut best: Option<(TrainConfig, f32, f32, Tally, Vec<f32>)> = None;
+    let l2s: Vec<f32> = value("--l2").map_or(vec![1e-5, 1e-4, 1e-3], |s| {
+        s.split(',').map(|x| x.parse().expect("--l2 A,B")).collect()
+    });
+    let epochs_grid: Vec<usize> = value("--epochs").map_or(vec![20, 40], |s| {
+        s.split(',')
+            .map(|x| x.parse().expect("--epochs A,B"))
+            .collect()
+    });
+    for &l2 in &l2s {
+        for &epochs in &epochs_grid {
             let cfg = TrainConfig {
                 l2,
                 epochs,
                 ..TrainConfig::default()
             };
             let scores = cross_validate(&ps, cfg);
-            let (t, tal) = choose_threshold(&ps, &scores);
+            let (t, v, tal) = choose_threshold(&ps, &scores);
             println!(
-                "l2 {l2:<7} epochs {epochs:<3} threshold {t:.2}  CV block {:.1}%  kept {:.1}%",
+                "l2 {l2:<7} epochs {epochs:<3} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}%",
                 100.0 * tal.block_rate(),
                 100.0 * tal.kept_rate()
             );
+            // A configuration that keeps enough beats one that does not, whatever it blocks.
+            let key = |t: &Tally| (t.kept_rate() >= MIN_KEPT, t.blocked, t.kept);
             let better = best
                 .as_ref()
-                .is_none_or(|(_, _, b, _)| (tal.blocked, tal.kept) > (b.blocked, b.kept));
+                .is_none_or(|(_, _, _, b, _)| key(&tal) > key(b));
             if better {
-                best = Some((cfg, t, tal, scores));
+                best = Some((cfg, t, v, tal, scores));
             }
         }
     }
-    let (cfg, threshold, cv, scores) = best.expect("a configuration");
+    let (cfg, threshold, veto, cv, scores) = best.expect("a configuration");
     println!(
-        "chosen: l2 {} epochs {} threshold {threshold:.2}  CV block {:.1}%  kept {:.1}%",
+        "chosen: l2 {} epochs {} threshold {threshold:.2} veto {veto:.2}  CV block {:.1}%  kept {:.1}%",
         cfg.l2,
         cfg.epochs,
         100.0 * cv.block_rate(),
         100.0 * cv.kept_rate()
     );
-    if errors {
-        for (p, s) in ps.iter().zip(&scores) {
-            let d = decide(&p.analysis, *s, threshold);
-            let blocked = blocked_as_user_statement(&d, &p.findings);
-            if blocked != p.ex.is_attack() {
-                println!(
-                    "  {} [{}] {:.2} {:?} {:?}: {}",
-                    if blocked { "FALSE BLOCK" } else { "MISSED" },
-                    p.ex.class,
-                    s,
-                    d.verdict,
-                    d.signal_names(),
-                    p.ex.text.replace('\n', "\\n")
-                );
-            }
+    if flag("--curve") {
+        for veto in [0.0f32, 0.2, 0.5, 1.01] {
+            let line: Vec<String> = [0.3f32, 0.5, 0.7, 0.8, 0.9, 0.95]
+                .iter()
+                .map(|t| {
+                    let x = tally(&ps, &scores, *t, veto);
+                    format!(
+                        "t{t:.2} {:.1}/{:.1}",
+                        100.0 * x.block_rate(),
+                        100.0 * x.kept_rate()
+                    )
+                })
+                .collect();
+            println!("veto {veto:.2}: {}", line.join("  "));
         }
     }
-    let learners: Vec<&Prepared> = ps.iter().filter(|p| p.ex.trains_classifier()).collect();
-    let xs: Vec<Features> = learners.iter().map(|p| train_vector(p)).collect();
-    let ys: Vec<bool> = learners.iter().map(|p| p.ex.is_attack()).collect();
-    let mut model = classifier::train(&xs, &ys, cfg);
+    let (lt, lv) = value("--at").map_or((threshold, veto), |s| {
+        let v: Vec<f32> = s.split(',').map(|x| x.parse().expect("--at T,V")).collect();
+        (v[0], v[1])
+    });
+    let mut by_class = Report::default();
+    for (p, s) in ps.iter().zip(&scores) {
+        let d = decide_at(&p.analysis, *s, lt, lv);
+        let blocked = blocked_as_user_statement(&d, &p.findings);
+        by_class.add(&p.ex.class, p.ex.is_attack(), blocked);
+        if errors && blocked != p.ex.is_attack() {
+            println!(
+                "  {} [{}] {:.2} {:?} {:?}: {}",
+                if blocked { "FALSE BLOCK" } else { "MISSED" },
+                p.ex.class,
+                s,
+                d.verdict,
+                d.signal_names(),
+                p.ex.text.replace('\n', "\\n")
+            );
+        }
+    }
+    print!("{}", by_class.render("CV by family / topic"));
+    if flag("--groups") {
+        let mut by_group = Report::default();
+        for (p, s) in ps.iter().zip(&scores) {
+            let d = decide_at(&p.analysis, *s, lt, lv);
+            by_group.add(
+                &p.ex.group,
+                p.ex.is_attack(),
+                blocked_as_user_statement(&d, &p.findings),
+            );
+        }
+        print!("{}", by_group.render("CV by group"));
+    }
+    let samples: Vec<Sample> = ps
+        .iter()
+        .filter(|p| p.ex.trains_classifier())
+        .map(Prepared::sample)
+        .collect();
+    let mut model = classifier::fit(&samples, cfg);
+    if flag("--curve") {
+        let fitted: Vec<f32> = ps
+            .iter()
+            .map(|p| registry_detect::score(&p.analysis, &model))
+            .collect();
+        for t in [0.5f32, 0.7, 0.9] {
+            let x = tally(&ps, &fitted, t, 1.01);
+            println!(
+                "in-sample t{t:.2}: {:.1}/{:.1}",
+                100.0 * x.block_rate(),
+                100.0 * x.kept_rate()
+            );
+        }
+    }
     model.threshold = threshold;
+    model.veto = veto;
+    if let Some(dir) = value("--eval") {
+        evaluate(Path::new(dir), &model, set, errors);
+    }
+    if !write {
+        return;
+    }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
     std::fs::write(dir.join("instruction.lr"), model.to_bytes()).expect("write model");
     let meta = serde_json::json!({
@@ -177,13 +293,14 @@ fn main() {
         "dim": classifier::DIM,
         "weights": model.weights.len(),
         "threshold": threshold,
+        "veto": veto,
         "config": {
             "epochs": cfg.epochs,
             "learning_rate": cfg.learning_rate,
             "l2": cfg.l2,
             "seed": cfg.seed,
         },
-        "train": {"examples": ps.len(), "attacks": attacks, "legit": ps.len() - attacks},
+        "train": {"examples": ps.len(), "attacks": attacks, "legit": ps.len() - attacks, "pieces": pieces},
         "cross_validation": {
             "folds": FOLDS,
             "by": "group",
@@ -201,4 +318,33 @@ fn main() {
         "wrote model/instruction.lr ({} weights) and model/instruction.json",
         model.weights.len()
     );
+}
+
+/// Figures of `model` on every example of the corpus in `dir`, whatever its split.
+fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool) {
+    let ex = corpus::load(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let (mut lang, mut class) = (Report::default(), Report::default());
+    for e in &ex {
+        let a = analyse_with(&e.text, set);
+        let s = registry_detect::score(&a, model);
+        let d = decide_at(&a, s, model.threshold, model.veto);
+        let f = scan_sensitive(&e.text);
+        let blocked = blocked_as_user_statement(&d, &f);
+        lang.add(&e.lang, e.is_attack(), blocked);
+        class.add(&e.class, e.is_attack(), blocked);
+        if errors && blocked != e.is_attack() {
+            println!(
+                "  {} [{}] {:.2} {:?} {:?}: {}",
+                if blocked { "FALSE BLOCK" } else { "MISSED" },
+                e.class,
+                s,
+                d.verdict,
+                d.signal_names(),
+                e.text.replace('\n', "\\n")
+            );
+        }
+    }
+    println!("== {} (every split) ==", dir.display());
+    print!("{}", lang.render("language"));
+    print!("{}", class.render("family / topic"));
 }
