@@ -50,6 +50,10 @@ pub struct StoreReach {
     pub store: String,
     pub level: DeletionLevel,
     pub count: u64,
+    /// How the store reached the level, when it is not the embedded default (PostgreSQL:
+    /// rows deleted, then VACUUM of the touched tables).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +123,10 @@ pub struct Receipt {
     /// shared with others to the tenant).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reowned: Vec<AssetId>,
+    /// Several nodes on one store: whether each live node had applied the deletion to its own
+    /// indexes when the receipt was written (complete only when every one had).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::cluster::NodeReach>,
 }
 
 /// The reason a deletion gives is the caller's text: receipts keep it, audit events only its
@@ -257,6 +265,7 @@ impl DeletionEngine<'_> {
             finished_at: None,
             stage_ms,
             reowned: vec![],
+            nodes: vec![],
         };
         let mut stage_ms = std::mem::take(&mut receipt.stage_ms);
         timed(&mut stage_ms, "revoke", || self.revoke(&mut receipt))?;
@@ -351,6 +360,7 @@ impl DeletionEngine<'_> {
                 store: ChildStore::Assets.as_str().into(),
                 level: DeletionLevel::Revoked,
                 count: a.versions,
+                method: None,
             }];
         }
         r.level_reached = DeletionLevel::Revoked;
@@ -382,6 +392,7 @@ impl DeletionEngine<'_> {
                         store: store.as_str().into(),
                         level: DeletionLevel::Deindexed,
                         count: 1,
+                        method: None,
                     });
                 }
             }
@@ -454,12 +465,16 @@ impl DeletionEngine<'_> {
                 a.blobs.retain(|d| !kept.contains(d));
                 for s in &mut a.stores {
                     s.level = DeletionLevel::Purged;
+                    if s.store == ChildStore::Assets.as_str() {
+                        s.method = self.store.purge_method().map(String::from);
+                    }
                 }
                 if !a.blobs.is_empty() {
                     a.stores.push(StoreReach {
                         store: ChildStore::Blobs.as_str().into(),
                         level: DeletionLevel::Purged,
                         count: a.blobs.len() as u64,
+                        method: None,
                     });
                 }
             }

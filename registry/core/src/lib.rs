@@ -3,6 +3,7 @@
 pub mod acl;
 pub mod asset;
 pub mod audit;
+pub mod cluster;
 pub mod deadline;
 pub mod deletion;
 pub mod derivation;

@@ -108,6 +108,11 @@ pub trait AssetStore: Send + Sync {
     /// transaction. A summary regenerated as a new version of itself loses the versions that
     /// held a deleted parent's content this way. Returns the number of versions removed.
     fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64>;
+    /// How `purge` removes the bytes, when it differs from the embedded store's secure delete:
+    /// a deletion receipt carries it beside the store's level.
+    fn purge_method(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Refuses a stored identifier or name that holds a NUL character, naming the field. PostgreSQL
@@ -251,4 +256,9 @@ pub trait Store:
     fn checkpoint(&self) -> CoreResult<bool>;
     /// The schema version the store is migrated to.
     fn schema_version(&self) -> CoreResult<i64>;
+    /// The change log, when several nodes share this store (PostgreSQL); `None` for a store
+    /// that one process owns (SQLite).
+    fn cluster(&self) -> Option<&dyn crate::cluster::Cluster> {
+        None
+    }
 }

@@ -13,17 +13,21 @@ use registry_core::asset::{
 };
 use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, verify_chain, verify_store};
 use registry_core::deletion::{
-    DeletionLevel, ReachedAsset, Receipt, ReceiptCounts, ReceiptStatus, ReceiptStore, StoreReach,
+    DeletionLevel, ReachedAsset, Receipt, ReceiptCounts, ReceiptStatus, StoreReach,
 };
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Role;
-use registry_core::store::{ApiKeyRecord, AssetQuery, AssetStore, KeyStore, WriteOp};
+use registry_core::store::{ApiKeyRecord, AssetQuery, Store, WriteOp};
 use registry_core::{CoreError, CoreResult, Scope};
 
-/// Everything a backend implements: assets, keys and receipts.
-pub trait ContractStore: AssetStore + KeyStore + ReceiptStore {}
-impl<T: AssetStore + KeyStore + ReceiptStore + ?Sized> ContractStore for T {}
+mod operations;
+pub use operations::*;
+
+/// Everything a backend implements: the core's whole [`Store`] (assets, keys, receipts, job
+/// runs, manifests, usage counters).
+pub trait ContractStore: Store {}
+impl<T: Store + ?Sized> ContractStore for T {}
 
 /// Raw SQL run past the store's API.
 pub type RawSql = Box<dyn Fn(&str) -> CoreResult<()>>;
@@ -86,6 +90,19 @@ pub const CHECKS: &[Check] = &[
         "second_handle",
         a_second_handle_reads_at_once_and_shares_the_chain,
     ),
+    (
+        "job_runs",
+        job_runs_are_recorded_and_the_last_good_start_found,
+    ),
+    (
+        "manifests",
+        manifests_are_written_once_and_erased_with_their_principal,
+    ),
+    (
+        "usage",
+        usage_counters_count_once_per_voter_and_flush_every_retrieval,
+    ),
+    ("store_meta", the_store_reports_its_schema_and_checkpoints),
 ];
 
 /// Runs every check, each on a fresh store from `make`, and panics naming every check that
@@ -1487,6 +1504,7 @@ fn receipt(id: &str, started: DateTime<Utc>, status: ReceiptStatus) -> Receipt {
                 store: "assets".into(),
                 level: DeletionLevel::Revoked,
                 count: 2,
+                method: Some("rows deleted".into()),
             }],
             regenerated_as: None,
             regenerated_version: None,
@@ -1503,6 +1521,11 @@ fn receipt(id: &str, started: DateTime<Utc>, status: ReceiptStatus) -> Receipt {
         finished_at: None,
         stage_ms: [("plan".to_string(), 3u64)].into_iter().collect(),
         reowned: vec![],
+        nodes: vec![registry_core::cluster::NodeReach {
+            node: "node-a".into(),
+            applied: true,
+            applied_seq: 7,
+        }],
     }
 }
 

@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+mod cluster;
 mod migrate;
+mod ops;
 mod pool;
 mod store;
 pub mod test_support;

@@ -13,13 +13,26 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0003_keys_receipts",
         include_str!("../migrations/0003_keys_receipts.sql"),
     ),
+    (
+        "0004_operations",
+        include_str!("../migrations/0004_operations.sql"),
+    ),
+    (
+        "0005_changes",
+        include_str!("../migrations/0005_changes.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// The advisory-lock key that serialises migrations of `schema`.
 fn migration_lock_key(schema: &str) -> i64 {
-    let h = registry_core::hash::sha256_hex(format!("registry-store-postgres/migrate/{schema}"));
+    lock_key(&format!("registry-store-postgres/migrate/{schema}"))
+}
+
+/// An advisory-lock key: the first 64 bits of the name's sha256.
+pub(crate) fn lock_key(name: &str) -> i64 {
+    let h = registry_core::hash::sha256_hex(name);
     u64::from_str_radix(&h[..16], 16).expect("hex") as i64
 }
 

@@ -51,6 +51,11 @@ impl Pool {
         }
     }
 
+    /// A connection of its own, outside the pool (for a session-level lock held a long time).
+    pub fn dedicated(&self) -> StoreResult<Client> {
+        Ok(self.config.connect(NoTls)?)
+    }
+
     /// A connection: an idle one, a new one while fewer than `max` are open, else the first one
     /// returned within `wait`.
     pub fn get(&self) -> StoreResult<Pooled<'_>> {

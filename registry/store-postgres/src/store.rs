@@ -46,6 +46,9 @@ pub struct PgOptions {
     /// How long a purge waits for older transactions (which keep the deleted rows alive for
     /// VACUUM) to end; see [`AssetStore::purge`].
     pub purge_wait: Duration,
+    /// This node's name in the change log, when it follows the log (`registry serve` sets it,
+    /// stable per data directory); `None`: a plain client of the store, not a node.
+    pub node_id: Option<String>,
 }
 
 impl PgOptions {
@@ -58,6 +61,7 @@ impl PgOptions {
             audit_key: None,
             idle_in_transaction_timeout: Some(Duration::from_secs(60)),
             purge_wait: Duration::from_secs(10),
+            node_id: None,
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct PgStore {
     audit_key: Option<AuditKey>,
     endpoint: String,
     purge_wait: Duration,
+    /// Retrievals counted but not yet written (see `UsageStore::flush_usage`).
+    pub(crate) retrievals: parking_lot::Mutex<Vec<(registry_core::asset::AssetId, DateTime<Utc>)>>,
+    pub(crate) node_id: Option<String>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -86,7 +93,7 @@ fn be(e: impl std::fmt::Display) -> CoreError {
     CoreError::backend("postgres", e)
 }
 
-fn pg(e: postgres::Error) -> CoreError {
+pub(crate) fn pg(e: postgres::Error) -> CoreError {
     be(describe(&e))
 }
 
@@ -102,7 +109,7 @@ fn conflict(e: postgres::Error) -> CoreError {
 
 /// Stored times have microsecond precision; both backends truncate (floor) to it, so a bound
 /// compares the same way in either.
-fn micros(t: &DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn micros(t: &DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(*t)
 }
 
@@ -120,7 +127,7 @@ fn version_i64(v: u32) -> i64 {
 /// Whether `s` holds a NUL character. No stored text does (writes refuse it, see
 /// `refuse_nul`), and PostgreSQL refuses one as a parameter, so a lookup by such text answers
 /// "nothing" without asking the server, as SQLite's would.
-fn nul(s: &str) -> bool {
+pub(crate) fn nul(s: &str) -> bool {
     s.contains('\0')
 }
 
@@ -199,11 +206,34 @@ impl PgStore {
             audit_key: opts.audit_key,
             endpoint,
             purge_wait: opts.purge_wait,
+            retrievals: parking_lot::Mutex::new(vec![]),
+            node_id: opts.node_id,
         })
     }
 
     pub fn schema(&self) -> &str {
         &self.schema
+    }
+
+    /// A connection of its own, outside the pool.
+    pub(crate) fn dedicated_client(&self) -> CoreResult<Client> {
+        Ok(self.pool.dedicated()?)
+    }
+
+    /// Appends one change-log entry per id (see migration 0005), inside `db`'s write
+    /// transaction.
+    fn log_changes<C: GenericClient>(&self, db: &mut Db<'_, C>, ids: &[&str]) -> CoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let ids: Vec<&str> = ids.iter().copied().filter(|i| seen.insert(*i)).collect();
+        db.execute(
+            "INSERT INTO changes (asset_id, node) SELECT id, $2 FROM unnest($1::text[]) AS id",
+            &[&ids, &self.node_id],
+        )
+        .map_err(pg)?;
+        Ok(())
     }
 
     /// The number of the newest migration applied.
@@ -238,7 +268,10 @@ impl PgStore {
 
     /// Runs `f` on a pooled connection, once more on a fresh one if the first was found closed
     /// (the server restarted, or dropped an idle session).
-    fn read<T>(&self, f: impl Fn(&mut Db<'_, Client>) -> CoreResult<T>) -> CoreResult<T> {
+    pub(crate) fn read<T>(
+        &self,
+        f: impl Fn(&mut Db<'_, Client>) -> CoreResult<T>,
+    ) -> CoreResult<T> {
         let mut attempt = 0;
         loop {
             let mut conn = self.pool.get()?;
@@ -254,7 +287,7 @@ impl PgStore {
 
     /// Runs `f` in one write transaction that holds the store's write lock. Work under a
     /// deadline that has passed writes nothing (see `registry_core::deadline`).
-    fn write<T>(
+    pub(crate) fn write<T>(
         &self,
         f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> CoreResult<T>,
     ) -> CoreResult<T> {
@@ -315,6 +348,25 @@ impl PgStore {
             )));
         }
         Ok(())
+    }
+
+    /// Asks the server for a `CHECKPOINT` when the role may (a superuser or a member of
+    /// `pg_checkpoint`); returns whether it ran.
+    pub(crate) fn request_checkpoint(&self) -> CoreResult<bool> {
+        let mut conn = self.pool.get()?;
+        let may: bool = conn
+            .client
+            .query_one(
+                "SELECT rolsuper OR pg_has_role(current_user, 'pg_checkpoint', 'USAGE')
+                   FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )
+            .map_err(pg)?
+            .get(0);
+        if may {
+            conn.client.batch_execute("CHECKPOINT").map_err(pg)?;
+        }
+        Ok(may)
     }
 
     fn latest_checkpoint(&self) -> CoreResult<Option<Checkpoint>> {
@@ -510,16 +562,23 @@ impl AssetStore for PgStore {
         let key = self.audit_key.clone();
         self.write(|db| {
             let mut events = vec![];
+            let mut changed: Vec<String> = vec![];
             let now = micros(&Utc::now());
             for op in ops {
                 match op {
-                    WriteOp::PutVersion(rec) => put_version(db, &rec)?,
+                    WriteOp::PutVersion(rec) => {
+                        put_version(db, &rec)?;
+                        changed.push(rec.meta.id.clone());
+                    }
                     WriteOp::SetStatus {
                         id,
                         version,
                         status,
                         expect,
-                    } => set_status(db, &id, version, status, expect)?,
+                    } => {
+                        set_status(db, &id, version, status, expect)?;
+                        changed.push(id);
+                    }
                     WriteOp::AddEdge(e) => {
                         refuse_nul([
                             ("edge.parent", Some(e.parent.as_str())),
@@ -559,6 +618,8 @@ impl AssetStore for PgStore {
                     }
                 }
             }
+            let ids: Vec<&str> = changed.iter().map(String::as_str).collect();
+            self.log_changes(db, &ids)?;
             Ok(events)
         })
     }
@@ -800,6 +861,8 @@ impl AssetStore for PgStore {
                     .map_err(pg)?;
             }
             append_audit(db, audit, key.as_ref())?;
+            let logged: Vec<&str> = ids.iter().map(String::as_str).filter(|i| !nul(i)).collect();
+            self.log_changes(db, &logged)?;
             Ok((counts, current_xid(db)?))
         })?;
         self.vacuum_after(counts.1, "assets, derivation")?;
@@ -853,10 +916,17 @@ impl AssetStore for PgStore {
                 .map_err(pg)?
             };
             append_audit(db, audit, key.as_ref())?;
+            if !nul(id) {
+                self.log_changes(db, &[id])?;
+            }
             Ok((n, current_xid(db)?))
         })?;
         self.vacuum_after(n.1, "assets")?;
         Ok(n.0)
+    }
+
+    fn purge_method(&self) -> Option<&'static str> {
+        Some("postgres: rows deleted, then VACUUM (INDEX_CLEANUP ON) of the touched tables")
     }
 }
 

@@ -126,7 +126,8 @@ impl ManifestStore for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5)",
                 params![m.id, m.tenant, m.principal, ts(&m.created_at), body],
             )
-            .map_err(be)?;
+            // A second write of an id is a conflict, as in every backend.
+            .map_err(crate::store::conflict)?;
             Ok(())
         })
     }

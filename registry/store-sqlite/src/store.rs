@@ -79,7 +79,7 @@ fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
         })
 }
 
-fn conflict(e: rusqlite::Error) -> CoreError {
+pub(crate) fn conflict(e: rusqlite::Error) -> CoreError {
     match &e {
         rusqlite::Error::SqliteFailure(f, _)
             if f.code == rusqlite::ErrorCode::ConstraintViolation =>
