@@ -111,11 +111,8 @@ macro_rules! from_coded {
     )*};
 }
 
-from_coded!(
-    registry_skills::Error,
-    registry_context::Error,
-    registry_services::Error
-);
+// `registry_services::Error` is `registry_context::Error`.
+from_coded!(registry_skills::Error, registry_context::Error);
 
 impl From<registry_memory::Error> for ApiError {
     fn from(e: registry_memory::Error) -> Self {
