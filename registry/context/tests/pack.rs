@@ -48,6 +48,12 @@ fn request(budget: usize) -> PackRequest {
     .unwrap()
 }
 
+/// The fixed zone's tokens, as a pack with room to spare reports them.
+fn fixed_tokens(e: &Embedded, p: &Principal) -> usize {
+    let pack = e.services.context.compile(p, &request(100_000)).unwrap();
+    pack.manifest.fixed_tokens
+}
+
 /// Every number in the pack adds up: the tokens of its text are its used tokens, which are the
 /// sum of its items' and within the budget; each layer's candidates are included or omitted.
 #[track_caller]
@@ -74,11 +80,7 @@ fn accounted(e: &Embedded, pack: &Pack) {
 fn every_budget_from_the_fixed_zone_up_is_kept_and_accounted_for() {
     let (e, ann) = setup();
     let ctx = &e.services.context;
-    let fixed = ctx
-        .compile(&ann, &request(100_000))
-        .unwrap()
-        .manifest
-        .fixed_tokens;
+    let fixed = fixed_tokens(&e, &ann);
     let mut included = vec![];
     for extra in [0, 15, 40, 80, 160, 4000] {
         let pack = ctx.compile(&ann, &request(fixed + extra)).unwrap();
@@ -107,11 +109,7 @@ fn every_budget_from_the_fixed_zone_up_is_kept_and_accounted_for() {
 fn a_fixed_zone_over_budget_is_refused_with_its_counts() {
     let (e, ann) = setup();
     let ctx = &e.services.context;
-    let fixed = ctx
-        .compile(&ann, &request(100_000))
-        .unwrap()
-        .manifest
-        .fixed_tokens;
+    let fixed = fixed_tokens(&e, &ann);
     let err: Error = ctx.compile(&ann, &request(fixed - 1)).unwrap_err();
     assert_eq!(err.code, ErrorCode::FixedZoneOverBudget);
     assert_eq!(err.details["fixed_tokens"], fixed);
@@ -127,11 +125,7 @@ fn a_fixed_zone_over_budget_is_refused_with_its_counts() {
 fn the_comparison_of_two_manifests_names_every_source_that_changed_state() {
     let (e, ann) = setup();
     let ctx = &e.services.context;
-    let fixed = ctx
-        .compile(&ann, &request(100_000))
-        .unwrap()
-        .manifest
-        .fixed_tokens;
+    let fixed = fixed_tokens(&e, &ann);
     let wide = ctx.compile(&ann, &request(fixed + 4000)).unwrap();
     let tight = ctx.compile(&ann, &request(fixed + 40)).unwrap();
     let cmp = ctx.compare(&ann, &wide.id, &tight.id).unwrap();

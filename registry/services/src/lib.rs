@@ -121,26 +121,7 @@ impl Services {
         if found >= INDEX_FORMAT {
             return Ok(0);
         }
-        let mut entries = self.memory.current_index_entries()?;
-        entries.extend(self.knowledge.current_index_entries()?);
-        let skills = self.skills.current_index_docs()?;
-        let n = entries.len() + skills.len();
-        for batch in entries.chunks(1000) {
-            let keys: Vec<_> = batch.iter().map(|(k, _)| k.clone()).collect();
-            self.backends.vectors.relabel(&keys)?;
-            let docs: Vec<TextDoc> = batch
-                .iter()
-                .map(|(keys, text)| TextDoc {
-                    keys: keys.clone(),
-                    text: text.clone(),
-                })
-                .collect();
-            self.backends.text.upsert(&docs)?;
-        }
-        for batch in skills.chunks(1000) {
-            self.backends.text.upsert(batch)?;
-        }
-        Ok(n)
+        self.rewrite_text_entries(true)
     }
 
     /// Re-writes every text entry from the store (memories, knowledge chunks, skills), for a
@@ -148,11 +129,23 @@ impl Services {
     /// `TantivyTextIndex::rebuild_empty`). Vectors are untouched. Returns how many entries were
     /// written.
     pub fn rebuild_text_index(&self) -> Result<usize> {
+        let n = self.rewrite_text_entries(false)?;
+        self.backends.text.flush()?;
+        Ok(n)
+    }
+
+    /// Re-writes the text entry of every current memory, chunk and skill from the store, in
+    /// batches of 1,000; with `relabel_vectors`, their vectors' labels too. Returns the count.
+    fn rewrite_text_entries(&self, relabel_vectors: bool) -> Result<usize> {
         let mut entries = self.memory.current_index_entries()?;
         entries.extend(self.knowledge.current_index_entries()?);
         let skills = self.skills.current_index_docs()?;
         let n = entries.len() + skills.len();
         for batch in entries.chunks(1000) {
+            if relabel_vectors {
+                let keys: Vec<_> = batch.iter().map(|(k, _)| k.clone()).collect();
+                self.backends.vectors.relabel(&keys)?;
+            }
             let docs: Vec<TextDoc> = batch
                 .iter()
                 .map(|(keys, text)| TextDoc {
@@ -165,7 +158,6 @@ impl Services {
         for batch in skills.chunks(1000) {
             self.backends.text.upsert(batch)?;
         }
-        self.backends.text.flush()?;
         Ok(n)
     }
 
