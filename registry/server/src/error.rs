@@ -28,7 +28,9 @@ pub struct ErrorInner {
     /// Stable code, e.g. `NOT_FOUND`.
     pub code: String,
     pub message: String,
-    #[schema(value_type = Object)]
+    /// What the code needs said: for a validation failure, `field` (the JSON path) and
+    /// `reason`; for an internal error, `request_id`. Null when there is nothing to add.
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub details: serde_json::Value,
 }
 

@@ -1,0 +1,142 @@
+//! The wire contract: the served OpenAPI document describes every body with a real schema,
+//! and a body the server cannot read answers with the field at fault.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// An object schema that says nothing: no properties, no additional properties, no
+/// composition, no reference. A client generated from it gets an untyped dict.
+fn is_opaque(s: &Value) -> bool {
+    let Some(m) = s.as_object() else { return false };
+    let is_object_type = match m.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => false,
+    };
+    let says_something = [
+        "properties",
+        "additionalProperties",
+        "patternProperties",
+        "oneOf",
+        "anyOf",
+        "allOf",
+        "$ref",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k));
+    is_object_type && !says_something
+}
+
+/// Every opaque object schema and every dangling `$ref`, by JSON path.
+fn contract_faults(doc: &Value) -> Vec<String> {
+    fn walk(v: &Value, path: &str, doc: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if is_opaque(v) {
+                    out.push(format!("opaque object schema at {path}"));
+                }
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    let target = r.strip_prefix('#').and_then(|p| doc.pointer(p));
+                    if target.is_none() {
+                        out.push(format!("dangling $ref {r} at {path}"));
+                    }
+                }
+                for (k, v) in m {
+                    walk(v, &format!("{path}/{k}"), doc, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(v, &format!("{path}/{i}"), doc, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(doc, "", doc, &mut out);
+    // A body schema of `{}` (anything) is as opaque as a bare object.
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let mut bodies = vec![("request", &op["requestBody"])];
+            for (status, r) in op["responses"].as_object().into_iter().flatten() {
+                bodies.push((status.as_str(), r));
+            }
+            for (which, b) in bodies {
+                for (ct, media) in b["content"].as_object().into_iter().flatten() {
+                    let s = &media["schema"];
+                    if ct == "application/json" && s.as_object().is_none_or(|m| m.is_empty()) {
+                        out.push(format!("{method} {path} {which}: body without a schema"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn openapi_has_no_opaque_body_and_no_dangling_reference() {
+    let app = TestApp::start();
+    let (s, doc) = call(app.client.get(app.url("/openapi.json")));
+    assert_eq!(s, 200);
+    let faults = contract_faults(&doc);
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
+}
+
+#[test]
+fn the_opaque_schema_check_can_fail() {
+    // The check itself, on a document that has each fault once.
+    let doc = json!({
+        "paths": {"/x": {"post": {
+            "requestBody": {"content": {"application/json": {"schema": {}}}},
+            "responses": {"200": {"content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Missing"}}}}}
+        }}},
+        "components": {"schemas": {
+            "Bare": {"type": "object"},
+            "Nullable": {"type": ["object", "null"]},
+            "Map": {"type": "object", "additionalProperties": true},
+            "Typed": {"type": "object", "properties": {"a": {"type": "string"}}}
+        }}
+    });
+    let faults = contract_faults(&doc);
+    assert_eq!(faults.len(), 4, "{faults:#?}");
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.contains("/components/schemas/Bare"))
+    );
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.contains("/components/schemas/Nullable"))
+    );
+    assert!(faults.iter().any(|f| f.contains("dangling")));
+    assert!(faults.iter().any(|f| f.contains("body without a schema")));
+}
+
+#[test]
+fn memory_bodies_are_described_by_their_domain_types() {
+    let doc = registry_server::openapi::document();
+    let schemas = &doc["components"]["schemas"];
+    // The placeholder points at the type serde reads.
+    assert_eq!(
+        schemas["WriteBody"]["$ref"],
+        "#/components/schemas/WriteRequest"
+    );
+    let w = &schemas["WriteRequest"];
+    assert_eq!(w["additionalProperties"], false, "deny_unknown_fields");
+    let required: Vec<&str> = w["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, ["class", "content"]);
+    assert_eq!(
+        schemas["MemoryClass"]["enum"],
+        json!(["working", "episodic", "semantic", "procedural"])
+    );
+}
