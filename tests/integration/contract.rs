@@ -140,3 +140,134 @@ fn memory_bodies_are_described_by_their_domain_types() {
         json!(["working", "episodic", "semantic", "procedural"])
     );
 }
+
+/// Each bad body answers with the JSON path of the field at fault and a stable reason.
+#[test]
+fn a_bad_body_names_the_field_and_the_reason() {
+    let app = TestApp::start();
+    let k = app.key("acme", "ann", &["writer"], &[]);
+    let cases: &[(&str, Value, u16, &str, &str)] = &[
+        (
+            "/v1/memories",
+            json!({"class": "semantic"}),
+            422,
+            "content",
+            "missing",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "nope", "content": "x"}),
+            422,
+            "class",
+            "unknown_variant",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "colour": "red"}),
+            422,
+            "colour",
+            "unknown_field",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "ttl_secs": -1}),
+            422,
+            "ttl_secs",
+            "invalid_value",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "entities": "ann"}),
+            422,
+            "entities",
+            "invalid_type",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": ""}),
+            422,
+            "content",
+            "invalid",
+        ),
+        (
+            "/v1/memories/search",
+            json!({"query": "x", "filters": {"min_trust": "very"}}),
+            422,
+            "filters.min_trust",
+            "unknown_variant",
+        ),
+        (
+            "/v1/memories/batch",
+            json!({"memories": [{"class": "semantic", "content": "a"},
+                                {"class": "semantic", "content": 7}]}),
+            422,
+            "memories[1].content",
+            "invalid_type",
+        ),
+        (
+            "/v1/context",
+            json!({"goal": "x", "budget": -5}),
+            422,
+            "budget",
+            "invalid_value",
+        ),
+        (
+            "/v1/knowledge/documents",
+            json!({"source_id": "a.md", "format": "md", "content": ""}),
+            422,
+            "content",
+            "invalid",
+        ),
+        (
+            "/v1/knowledge/search",
+            json!({"query": "x", "legs": "all"}),
+            422,
+            "legs",
+            "unknown_variant",
+        ),
+        ("/v1/memories", json!([1, 2]), 422, "body", "invalid_type"),
+    ];
+    for (path, body, status, field, reason) in cases {
+        let (s, b) = call(app.post(&k, path, body));
+        assert_eq!(s, *status, "{path} {body}: {b}");
+        assert_eq!(
+            b["error"]["code"], "VALIDATION_FAILED",
+            "{path} {body}: {b}"
+        );
+        let d = &b["error"]["details"];
+        assert_eq!(d["field"], *field, "{path} {body}: {b}");
+        assert_eq!(d["reason"], *reason, "{path} {body}: {b}");
+    }
+    // Not JSON at all: 400, with where the parser stopped.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "application/json")
+            .body("{\"class\": "),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["error"]["code"], "BAD_REQUEST");
+    assert_eq!(b["error"]["details"]["reason"], "invalid_json");
+    assert_eq!(b["error"]["details"]["line"], 1);
+    // Trailing bytes after a whole value are not JSON either.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories/search"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "application/json")
+            .body("{\"query\": \"x\"} {}"),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["error"]["details"]["reason"], "invalid_json");
+    // The wrong content type keeps its own code.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "text/plain")
+            .body("{}"),
+    );
+    assert_eq!(s, 415, "{b}");
+    assert_eq!(b["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+}
