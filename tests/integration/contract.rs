@@ -271,3 +271,47 @@ fn a_bad_body_names_the_field_and_the_reason() {
     assert_eq!(s, 415, "{b}");
     assert_eq!(b["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
 }
+
+/// The typed Python client (`sdk/python`), its pytest suite run against this live server:
+/// memory, knowledge, skills, context packs and deletion, errors by code, and every model
+/// compared with the served OpenAPI document.
+#[test]
+fn python_sdk() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let rev = app.key("acme", "rita", &["reviewer"], &[]);
+    let gus = app.key("globex", "gus", &["writer"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let skill_dir = crate::skills::make_skill(
+        tmp.path(),
+        "travel-booking",
+        "1.0.0",
+        crate::skills::ONE_TEST,
+        "Book trains first; ask for approval before a flight.",
+    );
+    let (bytes, _) = crate::skills::pack(&skill_dir);
+    crate::skills::release(&app, &ann, &rev, &bytes, None);
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
+    let out = std::process::Command::new(crate::harness::python())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(&sdk)
+        .env("PYTHONPATH", &sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("REGISTRY_URL", &app.base)
+        .env("REGISTRY_KEY", &ann.secret)
+        .env("REGISTRY_OTHER_KEY", &gus.secret)
+        .env("REGISTRY_SKILL", "travel-booking")
+        .output()
+        .expect("the clients' python runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pytest failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every test ran: none skipped, none deselected.
+    assert!(
+        text.contains(" passed") && !text.contains("skipped"),
+        "{text}"
+    );
+}
