@@ -315,3 +315,68 @@ fn python_sdk() {
         "{text}"
     );
 }
+
+/// Cases schemathesis generates per operation and phase: enough to reach every field of every
+/// body, few enough that the run takes minutes, not an hour.
+const SCHEMATHESIS_MAX_EXAMPLES: &str = "20";
+
+/// schemathesis (pinned in tests/clients/requirements.txt) fuzzes every operation of the
+/// served document with schema-valid and schema-invalid requests and checks each answer:
+/// no 5xx, statuses, content types and bodies as documented, invalid data refused.
+#[test]
+fn schemathesis_finds_nothing() {
+    let app = TestApp::start();
+    let admin = app.key("acme", "ann", &["writer", "reviewer", "admin"], &[]);
+    // Something to find, so that reads answer with bodies and not only 404s.
+    let (s, b) = call(app.post(
+        &admin,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann prefers trains to flights.", "scope": "user"}),
+    ));
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = call(app.post(
+        &admin,
+        "/v1/knowledge/documents",
+        &json!({"source_id": "policy/travel.md", "format": "md",
+                "content": "# Travel\n\nTrains under 500 km; flights need approval.\n"}),
+    ));
+    assert_eq!(s, 201, "{b}");
+    let report = tempfile::tempdir().unwrap();
+    let junit = report.path().join("schemathesis.xml");
+    let st = crate::harness::python().with_file_name("st");
+    let out = std::process::Command::new(&st)
+        .arg("run")
+        .arg(app.url("/openapi.json"))
+        .args(["--checks", "all"])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", admin.secret),
+        ])
+        .args(["--max-examples", SCHEMATHESIS_MAX_EXAMPLES])
+        .args(["--seed", "14"])
+        .args(["--workers", "2"])
+        .args(["--request-timeout", "60"])
+        .args(["--generation-database", "none"])
+        .args(["--report", "junit", "--report-junit-path"])
+        .arg(&junit)
+        .arg("--no-color")
+        .current_dir(report.path())
+        .output()
+        .expect("schemathesis runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: String = text
+        .lines()
+        .rev()
+        .take(15)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!("schemathesis:\n{summary}");
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
