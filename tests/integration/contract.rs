@@ -135,9 +135,25 @@ fn memory_bodies_are_described_by_their_domain_types() {
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(required, ["class", "content"]);
+    // A unit enum is an `enum`, or a `oneOf` of documented `const`s.
+    let class = &schemas["MemoryClass"];
+    let values: Vec<&Value> = match class["enum"].as_array() {
+        Some(e) => e.iter().collect(),
+        None => class["oneOf"]
+            .as_array()
+            .expect("enum or oneOf")
+            .iter()
+            .map(|v| &v["const"])
+            .collect(),
+    };
     assert_eq!(
-        schemas["MemoryClass"]["enum"],
-        json!(["working", "episodic", "semantic", "procedural"])
+        values,
+        [
+            &json!("working"),
+            &json!("episodic"),
+            &json!("semantic"),
+            &json!("procedural")
+        ]
     );
 }
 
