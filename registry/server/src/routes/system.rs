@@ -214,9 +214,7 @@ pub async fn list_assets(
                 }
             }
             let next = if more {
-                assets
-                    .last()
-                    .and_then(|a| a.meta.get("id").and_then(|v| v.as_str()).map(String::from))
+                assets.last().map(|a| a.meta.id.clone())
             } else {
                 None
             };
