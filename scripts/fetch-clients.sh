@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the outside clients the integration tests drive, pinned, into the user cache:
 #   ${REGISTRY_CLIENTS_DIR:-$HOME/.cache/harness-registry/clients}/
-#     venv/         Python: the official MCP SDK, langchain-community, llama-index-retrievers-pathway
+#     venv/         Python: the official MCP SDK, langchain-community, llama-index-retrievers-pathway,
+#                   pytest (sdk/python's tests), schemathesis (fuzzes /openapi.json)
 #                   (tests/clients/requirements.txt, a full freeze)
 #     inspector/    npm: @modelcontextprotocol/inspector (its --cli mode)
 #     STAMP         present only after a complete install of exactly these pins
@@ -24,7 +25,7 @@ mkdir -p "$ROOT"
 echo "fetch-clients: installing the Python clients into $ROOT/venv" >&2
 python3 -m venv "$ROOT/venv"
 "$ROOT/venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$REQ"
-"$ROOT/venv/bin/python" -W ignore -c "import mcp, langchain_community, llama_index.retrievers.pathway"
+"$ROOT/venv/bin/python" -W ignore -c "import mcp, langchain_community, llama_index.retrievers.pathway, pytest, schemathesis"
 echo "fetch-clients: installing @modelcontextprotocol/inspector@$INSPECTOR_VERSION" >&2
 mkdir -p "$ROOT/inspector"
 (cd "$ROOT/inspector" && echo '{"name":"registry-test-clients","private":true}' > package.json \

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::instruction::{InstructionFlag, detect_instructions};
 
 /// Input formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     Md,
@@ -51,7 +51,7 @@ impl Format {
 }
 
 /// How a chunk was cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChunkKind {
     /// One or more whole paragraphs of a section.
@@ -62,7 +62,7 @@ pub enum ChunkKind {
     Record,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Chunk {
     pub ordinal: usize,
     pub kind: ChunkKind,

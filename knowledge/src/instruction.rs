@@ -6,7 +6,7 @@
 use registry_detect::{Verdict, detect_instruction};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InstructionFlag {
     pub flagged: bool,
     /// Stable names of the signals that fired when flagged (e.g. `override_instructions`,

@@ -57,7 +57,7 @@ impl Default for KnowledgeConfig {
 /// A document to ingest. Everything but `source_id`, `format` and `content` has a default:
 /// version = `sha256:` + 12 hex of the content, owner = the caller, authority = `reference`,
 /// scope = the caller's tenant, ACL = `["public"]`, `effective_at` = now.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
     pub source_id: Option<String>,
@@ -79,7 +79,7 @@ pub struct IngestRequest {
     pub retain_until: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IngestStatus {
     /// The first version of this source.
@@ -90,7 +90,7 @@ pub enum IngestStatus {
     Unchanged,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IngestOutcome {
     pub status: IngestStatus,
     pub document_id: String,
@@ -105,7 +105,9 @@ pub struct IngestOutcome {
     pub flagged_chunks: usize,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchLegs {
     #[default]
@@ -114,7 +116,9 @@ pub enum SearchLegs {
     VectorOnly,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FusionKind {
     #[default]
@@ -122,8 +126,9 @@ pub enum FusionKind {
     Convex,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "KnowledgeSearchRequest")]
 pub struct SearchRequest {
     pub query: String,
     /// Evidence records returned (default 10, at most 200).
@@ -141,7 +146,7 @@ pub struct SearchRequest {
     pub alpha: Option<f32>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Retrieval {
     pub found_by: Vec<Leg>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,7 +161,7 @@ pub struct Retrieval {
     pub authority_boost: f32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Citation {
     pub document_id: String,
     pub document_version: u32,
@@ -166,7 +171,7 @@ pub struct Citation {
     pub char_end: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Evidence {
     pub content: String,
     pub heading_path: Vec<String>,
@@ -187,7 +192,7 @@ pub struct Evidence {
     pub citation: Citation,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct Dropped {
     pub not_servable: usize,
     pub expired: usize,
@@ -197,7 +202,7 @@ pub struct Dropped {
 }
 
 /// What a search looked at, returned with every answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Searched {
     pub query: String,
     pub as_of: DateTime<Utc>,
@@ -214,7 +219,8 @@ pub struct Searched {
     pub dropped: Dropped,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "EvidenceAnswer")]
 pub struct SearchAnswer {
     /// `OK` or `INSUFFICIENT_EVIDENCE`.
     pub status: &'static str,
@@ -222,7 +228,7 @@ pub struct SearchAnswer {
     pub evidence: Vec<Evidence>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DocumentSummary {
     pub id: String,
     pub version: u32,
@@ -242,7 +248,7 @@ pub struct DocumentSummary {
     pub updated_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct ChunkSummary {
     pub id: String,
     pub status: AssetStatus,
@@ -254,7 +260,7 @@ pub struct ChunkSummary {
     pub instruction: InstructionFlag,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DocumentView {
     pub document: DocumentSummary,
     pub content: String,
@@ -262,7 +268,7 @@ pub struct DocumentView {
 }
 
 /// Body of a document asset.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct DocBody {
     source_id: String,
     source_version: String,
@@ -275,7 +281,7 @@ struct DocBody {
 }
 
 /// Body of a chunk asset.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 struct ChunkBody {
     document_id: String,
     document_version: u32,

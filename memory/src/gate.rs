@@ -14,7 +14,8 @@ use crate::record::MemoryClass;
 pub const NEAR_DUPLICATE_COSINE: f32 = 0.95;
 
 /// What the gate decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "GateDecision")]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Accepted,
@@ -39,7 +40,7 @@ impl Decision {
 }
 
 /// Stable reason codes. Tests and callers match on these, never on the detail text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
     /// Rule 1: the writer may not write into that scope.
@@ -96,7 +97,7 @@ impl ReasonCode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Reason {
     pub code: ReasonCode,
     pub rule: u8,

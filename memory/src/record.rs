@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gate::Reason;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryClass {
     /// Facts of the current session or task; expire with a TTL.
@@ -55,7 +55,7 @@ impl MemoryClass {
 }
 
 /// Raw daily log entry, or a record the consolidation job built from several.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
     Raw,
@@ -63,14 +63,14 @@ pub enum Layer {
 }
 
 /// Where a write lands: a level resolved against the writer's own position, or a full scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ScopeSpec {
     Level(LevelName),
     Explicit(Scope),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LevelName {
     Tenant,
@@ -81,7 +81,7 @@ pub enum LevelName {
 }
 
 /// A write request. Unknown fields are refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     pub class: MemoryClass,
@@ -167,7 +167,7 @@ impl WriteRequest {
 
 /// A write the gate merged into an existing record: kept on the record's next version, so
 /// nothing of it is lost (its evidence and source, and its wording when it differs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergedWrite {
     pub at: DateTime<Utc>,
     pub by: String,
@@ -182,7 +182,7 @@ pub struct MergedWrite {
 }
 
 /// The body stored in a memory asset. Immutable per version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryBody {
     pub class: MemoryClass,
     pub content: String,
@@ -253,7 +253,7 @@ impl MemoryBody {
 pub use registry_core::usage::UsageStats as MemoryStats;
 
 /// A memory as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MemoryView {
     pub id: AssetId,
     pub version: u32,

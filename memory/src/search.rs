@@ -17,7 +17,7 @@ use crate::record::{LevelName, MemoryBody, MemoryClass, MemoryView, normalise};
 use crate::service::{MemoryService, SERVABLE};
 use crate::{Error, Result};
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
     /// Only records naming at least one of these entities.
@@ -33,8 +33,9 @@ pub struct SearchFilters {
     pub session_label: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "MemorySearchRequest")]
 pub struct SearchRequest {
     pub query: String,
     /// Empty: every class.
@@ -57,7 +58,7 @@ pub struct SearchRequest {
 /// Every signal in [0, 1], and the weight it carries in `score`. `exact` is outside the
 /// weighted mix: a hit holding every rare identifier of the query ranks before every hit that
 /// does not, whatever the rest says.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Breakdown {
     pub exact: f32,
     pub semantic: f32,
@@ -101,7 +102,7 @@ impl Breakdown {
 /// such a token is the strongest evidence a search has.
 const RARE_TOKEN_MAX_HITS: usize = 3;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MemoryHit {
     /// Always `memory`: this is past experience, not a verified current fact.
     pub label: &'static str,
@@ -111,7 +112,7 @@ pub struct MemoryHit {
     pub memory: MemoryView,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SearchResponse {
     pub label: &'static str,
     pub as_of: DateTime<Utc>,

@@ -57,7 +57,7 @@ impl Default for Limits {
 }
 
 /// The answer to a write.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WriteOutcome {
     pub decision: Decision,
     /// The record written, or (merged) the existing record the write was merged into.
@@ -74,7 +74,7 @@ pub struct WriteOutcome {
 }
 
 /// A memory with its version history and the records it relates to.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct MemoryDetail {
     pub memory: MemoryView,
     /// Every version of this record, oldest first.
@@ -84,7 +84,7 @@ pub struct MemoryDetail {
     pub related: Vec<MemoryView>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Helpful,
@@ -94,7 +94,7 @@ pub enum Outcome {
 /// Longest `task` a feedback names.
 pub const MAX_FEEDBACK_TASK_BYTES: usize = 256;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackRequest {
     pub outcome: Outcome,

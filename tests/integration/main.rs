@@ -4,6 +4,7 @@
 #[allow(dead_code)]
 mod common;
 mod context;
+mod contract;
 mod deletion;
 mod foundation;
 mod governance;

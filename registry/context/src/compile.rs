@@ -36,7 +36,19 @@ const MIN_TRUNCATED_TOKENS: usize = 24;
 /// Separator between items: a blank line, which the tokenizer counts as nothing.
 const SEP: &str = "\n\n";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     WorkingMemory,
@@ -53,7 +65,7 @@ const ALL_SOURCES: [Source; 4] = [
 ];
 
 /// How many candidates each layer draws.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LayerLimits {
     pub working_memory: usize,
@@ -74,7 +86,7 @@ impl Default for LayerLimits {
 }
 
 /// `POST /v1/context`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PackRequest {
     /// The task's goal; part of the fixed zone.
@@ -110,7 +122,7 @@ pub struct PackRequest {
     pub as_of: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LayerName {
     Fixed,
@@ -120,7 +132,7 @@ pub enum LayerName {
     Skills,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Transform {
     Verbatim,
@@ -129,7 +141,7 @@ pub enum Transform {
     Reference,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OmitReason {
     OutOfScope,
@@ -144,7 +156,7 @@ pub enum OmitReason {
 }
 
 /// One item in the pack, as the model sees it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PackItem {
     pub layer: LayerName,
     pub source_type: String,
@@ -155,7 +167,7 @@ pub struct PackItem {
 }
 
 /// The manifest's account of an included item.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct ManifestItem {
     pub position: usize,
     pub layer: LayerName,
@@ -177,7 +189,7 @@ pub struct ManifestItem {
 }
 
 /// A candidate that was left out, and why.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Omission {
     pub layer: LayerName,
     pub source_type: String,
@@ -191,7 +203,7 @@ pub struct Omission {
     pub content_hash: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct LayerSummary {
     pub candidates: usize,
     pub included: usize,
@@ -203,7 +215,7 @@ pub struct LayerSummary {
 }
 
 /// The Context Manifest, stored and readable by id.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Manifest {
     pub id: String,
     pub created_at: DateTime<Utc>,
@@ -301,7 +313,7 @@ fn withheld(
         .collect())
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pack {
     pub id: String,
     pub budget: usize,
@@ -1028,7 +1040,7 @@ pub fn load(state: &ContextService, p: &Principal, id: &str) -> Result<Manifest>
 }
 
 /// One difference between two packs, keyed by source.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Difference {
     pub source_type: String,
     pub source_id: Option<String>,
@@ -1038,7 +1050,7 @@ pub struct Difference {
     pub same_content: Option<bool>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Comparison {
     pub a: String,
     pub b: String,

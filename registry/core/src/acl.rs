@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CoreError, CoreResult};
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AclEntry {
     /// Anyone who can see the asset's scope.
@@ -47,7 +49,7 @@ impl AclEntry {
 
 /// A non-empty set of entries. An ACL that names nobody is invalid: it would make an asset no
 /// one could read, which is a deletion in disguise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(try_from = "Vec<String>", into = "Vec<String>")]
 pub struct Acl(Vec<AclEntry>);
 

@@ -15,7 +15,19 @@ pub fn new_asset_id() -> AssetId {
     uuid::Uuid::now_v7().to_string()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AssetKind {
     Memory,
@@ -50,7 +62,7 @@ impl AssetKind {
 }
 
 /// Where an asset came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     UserStatement,
@@ -84,7 +96,19 @@ impl SourceKind {
 }
 
 /// Trust, ordered: a higher value outranks a lower one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Trust {
     ExternalContent = 0,
@@ -96,7 +120,19 @@ pub enum Trust {
 }
 
 /// Sensitivity, ordered from least to most sensitive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Sensitivity {
     Public,
@@ -128,7 +164,7 @@ impl Sensitivity {
 }
 
 /// Lifecycle status. Content is immutable per version; status is governance state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AssetStatus {
     Draft,
@@ -190,7 +226,7 @@ impl AssetStatus {
 }
 
 /// Governance metadata carried by every asset (DESIGN §2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssetMeta {
     pub id: AssetId,
     pub kind: AssetKind,
@@ -303,7 +339,7 @@ pub fn validate_purposes(purposes: &[String]) -> CoreResult<()> {
 /// A stored version: metadata plus the kind-specific body (JSON) and an optional lookup key
 /// that the owning domain uses to find related records (memory: subject/attribute; document:
 /// source id; skill: name). `(meta.id, meta.version)` is unique and the body never changes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssetRecord {
     pub meta: AssetMeta,
     pub lookup_key: Option<String>,

@@ -58,7 +58,7 @@ impl AuditKey {
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// What a caller asks to record; the log assigns sequence, time and hashes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditDraft {
     pub actor: String,
     pub tenant: Option<String>,
@@ -124,7 +124,7 @@ impl AuditDraft {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditEvent {
     pub seq: u64,
     pub at: DateTime<Utc>,
@@ -188,7 +188,7 @@ impl AuditEvent {
 }
 
 /// A signed statement of the chain's head: `count` events, the last one `seq` with `hash`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Checkpoint {
     pub seq: u64,
     pub hash: String,
@@ -224,7 +224,7 @@ impl Checkpoint {
 }
 
 /// The first place the chain breaks, if any.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ChainBreak {
     pub seq: u64,
     pub reason: String,
@@ -311,7 +311,7 @@ pub fn verify_chain<I: IntoIterator<Item = AuditEvent>>(
 }
 
 /// What a verification of a stored log found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Verification {
     pub ok: bool,
     /// Events verified (for a tenant's view: that tenant's events and the global ones).

@@ -34,7 +34,7 @@ pub struct NodeState {
 }
 
 /// Whether a node had applied a deletion when its receipt was written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeReach {
     pub node: String,
     pub applied: bool,

@@ -29,7 +29,9 @@ use crate::error::{CoreError, CoreResult};
 use crate::retrieval::{TextIndex, VectorIndex};
 use crate::store::{AssetStore, BlobStore, WriteOp};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DeletionLevel {
     Revoked,
@@ -37,7 +39,7 @@ pub enum DeletionLevel {
     Purged,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReceiptStatus {
     InProgress,
@@ -45,7 +47,7 @@ pub enum ReceiptStatus {
 }
 
 /// One store reached for one asset, and how far.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StoreReach {
     pub store: String,
     pub level: DeletionLevel,
@@ -56,7 +58,7 @@ pub struct StoreReach {
     pub method: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReachedAsset {
     pub id: AssetId,
     pub kind: AssetKind,
@@ -77,7 +79,7 @@ pub struct ReachedAsset {
     pub blobs: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Flagged {
     /// The asset that cites a deleted one (kept, but marked).
     pub id: AssetId,
@@ -85,7 +87,7 @@ pub struct Flagged {
     pub relation: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReceiptCounts {
     pub assets: u64,
     pub versions: u64,
@@ -96,7 +98,7 @@ pub struct ReceiptCounts {
     pub flagged: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Receipt {
     pub id: String,
     pub tenant: Option<String>,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::asset::AssetId;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
     /// A chunk cut from a document.
@@ -50,7 +50,7 @@ impl Relation {
 }
 
 /// Where a child lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildStore {
     Assets,
@@ -77,7 +77,7 @@ impl ChildStore {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DerivationEdge {
     pub parent: AssetId,
     pub child: AssetId,

@@ -11,7 +11,7 @@ use crate::asset::AssetId;
 use crate::error::CoreResult;
 
 /// Mutable counters of one asset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UsageStats {
     pub usage_count: u64,
     pub last_retrieved: Option<DateTime<Utc>>,

@@ -47,7 +47,7 @@ impl From<Error> for CoreError {
 }
 
 /// How the two ranked lists become one.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "method", rename_all = "snake_case")]
 pub enum Fusion {
     /// Reciprocal rank fusion: `Σ 1 / (k + rank)` over the legs that found the id.
@@ -114,7 +114,7 @@ impl SearchOptions {
 }
 
 /// One leg's view of a hit.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct LegHit {
     /// 1-based rank within the leg's candidate list.
     pub rank: usize,
@@ -122,7 +122,7 @@ pub struct LegHit {
     pub score: f32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Leg {
     Text,

@@ -28,7 +28,9 @@ pub struct ErrorInner {
     /// Stable code, e.g. `NOT_FOUND`.
     pub code: String,
     pub message: String,
-    #[schema(value_type = Object)]
+    /// What the code needs said: for a validation failure, `field` (the JSON path) and
+    /// `reason`; for an internal error, `request_id`. Null when there is nothing to add.
+    #[schema(value_type = Option<HashMap<String, serde_json::Value>>)]
     pub details: serde_json::Value,
 }
 
@@ -42,7 +44,7 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = details;
+        self.details = field_reason(self.code, details);
         self
     }
 
@@ -80,6 +82,20 @@ impl ApiError {
     }
 }
 
+/// A validation failure that names its field always says why (`details.reason`), so a client
+/// can branch on `{field, reason}` alone; checks that only know the value was refused say
+/// `invalid`.
+fn field_reason(code: ErrorCode, mut details: serde_json::Value) -> serde_json::Value {
+    if code == ErrorCode::ValidationFailed
+        && let Some(m) = details.as_object_mut()
+        && m.contains_key("field")
+        && !m.contains_key("reason")
+    {
+        m.insert("reason".into(), "invalid".into());
+    }
+    details
+}
+
 impl From<CoreError> for ApiError {
     fn from(e: CoreError) -> Self {
         if let CoreError::Backend { .. } = &e {
@@ -88,7 +104,7 @@ impl From<CoreError> for ApiError {
         ApiError {
             code: e.code(),
             message: e.to_string(),
-            details: e.details(),
+            details: field_reason(e.code(), e.details()),
         }
     }
 }
@@ -104,7 +120,7 @@ macro_rules! from_coded {
                 ApiError {
                     code: e.code,
                     message: e.message,
-                    details: e.details,
+                    details: field_reason(e.code, e.details),
                 }
             }
         }

@@ -1,6 +1,21 @@
-//! The OpenAPI 3 document, generated from the route annotations of every module.
+//! The OpenAPI 3.1 document, generated from the route annotations of every module and from the
+//! domains' wire types.
+//!
+//! Two generators meet here. utoipa reads the route annotations and the server's own types;
+//! the bodies owned by the domains (memory, knowledge, context, core) derive `JsonSchema`
+//! (schemars), the same derive that gives the MCP tools their schemas. Each such body is named
+//! in [`wire_bodies`]: its utoipa placeholder component becomes a `$ref` to the schema of the
+//! type that serde really reads or writes, and every schema that type uses lands in
+//! `components/schemas` under its own name. Requests are described as serde deserializes them
+//! (a defaulted field is optional), answers as serde serializes them (a skipped field is
+//! optional).
+
+use std::sync::LazyLock;
 
 use axum::Json;
+use schemars::JsonSchema;
+use schemars::generate::{Contract, SchemaGenerator, SchemaSettings};
+use serde_json::{Map, Value};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
@@ -26,20 +41,280 @@ impl Modify for BearerAuth {
     }
 }
 
-/// The merged document.
-pub fn document() -> utoipa::openapi::OpenApi {
-    let mut doc = BaseApi::openapi();
-    doc.merge(crate::routes::system::SystemApi::openapi());
-    doc.merge(crate::routes::memory::MemoryApi::openapi());
-    doc.merge(crate::routes::knowledge::KnowledgeApi::openapi());
-    doc.merge(crate::routes::skills::SkillsApi::openapi());
-    doc.merge(crate::routes::deletion::DeletionApi::openapi());
-    doc.merge(crate::routes::context::ContextApi::openapi());
-    doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
-    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    doc
+const COMPONENTS: &str = "/components/schemas";
+
+/// The domain types behind the placeholder components of the route annotations.
+pub struct WireBodies {
+    requests: SchemaGenerator,
+    answers: SchemaGenerator,
+    /// Placeholder name, schema, and whether it is an answer.
+    named: Vec<(&'static str, Value, bool)>,
 }
 
-pub async fn serve_openapi() -> Json<utoipa::openapi::OpenApi> {
+fn generator(contract: Contract) -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = COMPONENTS.into();
+            s.meta_schema = None;
+            s.contract = contract;
+        })
+        .into_generator()
+}
+
+impl WireBodies {
+    fn new() -> Self {
+        WireBodies {
+            requests: generator(Contract::Deserialize),
+            answers: generator(Contract::Serialize),
+            named: Vec::new(),
+        }
+    }
+
+    /// `placeholder` is a request body read as `T`.
+    pub fn request<T: JsonSchema>(&mut self, placeholder: &'static str) -> &mut Self {
+        let s = self.requests.subschema_for::<T>().to_value();
+        self.named.push((placeholder, s, false));
+        self
+    }
+
+    /// `placeholder` is an answer written from `T`.
+    pub fn answer<T: JsonSchema>(&mut self, placeholder: &'static str) -> &mut Self {
+        let s = self.answers.subschema_for::<T>().to_value();
+        self.named.push((placeholder, s, true));
+        self
+    }
+}
+
+/// Every body whose schema comes from a domain type.
+fn wire_bodies() -> WireBodies {
+    use crate::routes::{deletion, memory};
+    let mut w = WireBodies::new();
+    w.request::<registry_memory::WriteRequest>("WriteBody")
+        .answer::<registry_memory::service::WriteOutcome>("WriteAnswer")
+        .answer::<memory::BatchAnswer>("BatchAnswer")
+        .request::<registry_memory::search::SearchRequest>("SearchBody")
+        .answer::<registry_memory::search::SearchResponse>("SearchAnswer")
+        .answer::<registry_memory::service::MemoryDetail>("MemoryDetailView")
+        .answer::<memory::MemoryItem>("MemoryItem")
+        .answer::<registry_memory::MemoryView>("MemoryView")
+        .request::<registry_memory::service::FeedbackRequest>("FeedbackBody")
+        .answer::<registry_core::usage::UsageStats>("StatsView")
+        .request::<registry_knowledge::IngestRequest>("IngestBody")
+        .request::<registry_knowledge::SearchRequest>("KnowledgeSearchBody")
+        .answer::<registry_knowledge::service::IngestOutcome>("IngestAnswer")
+        .answer::<registry_knowledge::service::DocumentView>("DocumentAnswer")
+        .answer::<registry_knowledge::service::DocumentSummary>("DocumentSummary")
+        .answer::<registry_knowledge::SearchAnswer>("SearchAnswerDoc")
+        .request::<registry_context::PackRequest>("PackBody")
+        .answer::<registry_context::Pack>("PackAnswer")
+        .answer::<registry_context::Manifest>("ManifestAnswer")
+        .answer::<registry_context::Comparison>("ComparisonAnswer")
+        .answer::<registry_core::deletion::Receipt>("Receipt")
+        .answer::<deletion::ErasureAnswer>("ErasureAnswer")
+        .answer::<registry_core::asset::AssetMeta>("AssetMeta")
+        .answer::<registry_core::audit::AuditEvent>("AuditEvent");
+    w
+}
+
+/// Puts the domain schemas into the utoipa document (as JSON). A name the two generators both
+/// claim for different schemas is a bug in the wire types and fails the snapshot test.
+fn merge_wire_bodies(doc: &mut Value, mut w: WireBodies) {
+    let requests = w.requests.take_definitions(true);
+    let mut answers = w.answers.take_definitions(true);
+    let schemas = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+        .expect("the document has components");
+    // Names utoipa produced itself: a domain schema may replace only a placeholder.
+    let placeholders: Vec<&str> = w.named.iter().map(|(n, _, _)| *n).collect();
+    let utoipa_names: Vec<String> = schemas
+        .keys()
+        .filter(|k| !placeholders.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    // An answer schema that differs from the request schema of the same name is renamed
+    // `<Name>Answer`, and the answers' references follow.
+    let mut renames = Vec::new();
+    for (name, schema) in answers.iter() {
+        if requests.get(name).is_some_and(|r| r != schema) {
+            renames.push(name.clone());
+        }
+    }
+    for name in &renames {
+        let s = answers.remove(name).expect("listed");
+        answers.insert(format!("{name}Answer"), s);
+    }
+    let rename_refs = |v: &mut Value| rewrite_refs(v, &renames);
+    let mut answers: Map<String, Value> = answers
+        .into_iter()
+        .map(|(k, mut v)| {
+            rename_refs(&mut v);
+            (k, v)
+        })
+        .collect();
+    for (_, s, is_answer) in w.named.iter_mut() {
+        if *is_answer {
+            rename_refs(s);
+        }
+    }
+    for (name, schema) in requests.into_iter().chain(std::mem::take(&mut answers)) {
+        assert!(
+            !utoipa_names.contains(&name),
+            "schema name {name} is claimed by a route type and a domain type"
+        );
+        if let Some(old) = schemas.get(&name) {
+            assert_eq!(old, &schema, "two domain types are both named {name}");
+        }
+        schemas.insert(name, schema);
+    }
+    for (name, schema, _) in w.named {
+        // A placeholder that is itself the domain type's name already holds its schema.
+        let self_ref = format!("#{COMPONENTS}/{name}");
+        if schema.get("$ref").and_then(Value::as_str) == Some(self_ref.as_str()) {
+            continue;
+        }
+        schemas.insert(name.to_string(), schema);
+    }
+}
+
+fn rewrite_refs(v: &mut Value, renames: &[String]) {
+    match v {
+        Value::Object(m) => {
+            let prefix = format!("#{COMPONENTS}/");
+            if let Some(Value::String(r)) = m.get_mut("$ref") {
+                let renamed = r
+                    .strip_prefix(&prefix)
+                    .filter(|name| renames.iter().any(|n| n == name))
+                    .map(|name| format!("{prefix}{name}Answer"));
+                if let Some(renamed) = renamed {
+                    *r = renamed;
+                }
+            }
+            m.values_mut().for_each(|v| rewrite_refs(v, renames));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| rewrite_refs(v, renames)),
+        _ => {}
+    }
+}
+
+/// The error answers every operation of a kind can give, whether or not its annotation lists
+/// them: a key refused (401), a body that is not JSON (400), too large (413), of another
+/// content type (415) or of the wrong shape (422), a parameter of the wrong shape (422), an id
+/// that names nothing the caller may see (404). A client reads them all as `ErrorBody`.
+fn document_common_errors(doc: &mut Value) {
+    let error = |what: &str| {
+        serde_json::json!({
+            "description": what,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        })
+    };
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let secured = op.get("security").is_some();
+            let json_body = op
+                .get("requestBody")
+                .and_then(|b| b.pointer("/content/application~1json"))
+                .is_some();
+            let params: Vec<String> = op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.get("in").and_then(Value::as_str).map(String::from))
+                .collect();
+            let mut add = vec![];
+            if secured {
+                add.push(("401", "no valid API key"));
+            }
+            if json_body {
+                add.push(("400", "the body is not JSON"));
+                add.push(("413", "the body is too large"));
+                add.push(("415", "the body is not application/json"));
+            }
+            if json_body || !params.is_empty() {
+                add.push(("422", "a field or parameter of the wrong shape"));
+            }
+            if params.iter().any(|p| p == "path") {
+                add.push(("404", "nothing of that id the caller may see"));
+            }
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for (status, what) in add {
+                responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| error(what));
+            }
+        }
+    }
+}
+
+/// The merged document.
+pub fn document() -> Value {
+    static DOC: LazyLock<Value> = LazyLock::new(|| {
+        let mut doc = BaseApi::openapi();
+        doc.merge(crate::routes::system::SystemApi::openapi());
+        doc.merge(crate::routes::memory::MemoryApi::openapi());
+        doc.merge(crate::routes::knowledge::KnowledgeApi::openapi());
+        doc.merge(crate::routes::skills::SkillsApi::openapi());
+        doc.merge(crate::routes::deletion::DeletionApi::openapi());
+        doc.merge(crate::routes::context::ContextApi::openapi());
+        doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
+        doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+        let mut doc = serde_json::to_value(doc).expect("the document serializes");
+        merge_wire_bodies(&mut doc, wire_bodies());
+        document_common_errors(&mut doc);
+        doc
+    });
+    DOC.clone()
+}
+
+pub async fn serve_openapi() -> Json<Value> {
     Json(document())
+}
+
+/// Declares the utoipa side of a body whose schema [`wire_bodies`] supplies: a unit struct
+/// named like its component (`wire_body!(WriteBody)`), or a server type that derives
+/// `JsonSchema` itself (`wire_body!(impl BatchAnswer)`). Its placeholder schema never reaches
+/// the served document.
+macro_rules! wire_body {
+    (impl $t:ident) => {
+        impl utoipa::PartialSchema for $t {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(
+                    utoipa::openapi::schema::Object::new(),
+                ))
+            }
+        }
+        impl utoipa::ToSchema for $t {
+            fn name() -> std::borrow::Cow<'static, str> {
+                stringify!($t).into()
+            }
+        }
+    };
+    ($(#[$doc:meta])* $t:ident) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $t;
+        $crate::openapi::wire_body!(impl $t);
+    };
+}
+pub(crate) use wire_body;
+
+wire_body!(
+    /// A deletion receipt: `registry_core::deletion::Receipt`.
+    Receipt
+);
+
+/// A `$ref` to a component, for utoipa fields whose schema comes from [`wire_bodies`].
+pub fn component_ref(name: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::Ref::from_schema_name(name).into()
+}
+
+/// An array of `$ref`s to a component.
+pub fn array_of(name: &str) -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::Array::new(component_ref(name))
 }

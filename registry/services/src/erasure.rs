@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::{Result, Services};
 
 /// What erasing a subject does.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErasurePlan {
     pub subject: String,

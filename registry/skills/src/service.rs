@@ -322,7 +322,7 @@ impl ArchiveCache {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TestResult {
@@ -334,7 +334,7 @@ pub struct TestResult {
     pub log_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TestRun {
     /// The digest the tests ran against; always the version's own digest.
@@ -345,7 +345,7 @@ pub struct TestRun {
     pub at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
@@ -353,7 +353,7 @@ pub enum Decision {
     Reject,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReviewRecord {
     pub reviewer: String,
@@ -363,7 +363,7 @@ pub struct ReviewRecord {
     pub at: DateTime<Utc>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Deprecation {
     pub message: String,
@@ -371,7 +371,7 @@ pub struct Deprecation {
 }
 
 /// The discover-level entry of a version, with the real tokenizer's count.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DiscoverView {
     pub name: String,
@@ -1051,7 +1051,7 @@ fn reload(s: &SkillsService, p: &Principal, name: &str, version: &str) -> Result
     find_version(s, p, name, version)
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TestResultsRequest {
@@ -1118,7 +1118,7 @@ pub(crate) fn record_tests(
     step(s, p, &cur, body, "skill.test", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReviewRequest {
@@ -1208,7 +1208,7 @@ pub(crate) fn promote(
     step(s, p, &cur, body, "skill.promote", Pointer::Promote)
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeprecateRequest {
@@ -1244,7 +1244,7 @@ pub(crate) fn deprecate(
     step(s, p, &cur, body, "skill.deprecate", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct YankRequest {
@@ -1345,7 +1345,7 @@ pub(crate) fn unyank(
     step(s, p, &cur, body, "skill.unyank", Pointer::Follow)
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RollbackRequest {

@@ -9,7 +9,7 @@ use crate::service::{
     Deprecation, DiscoverView, LifecycleState, Loaded, ReviewRecord, SkillsService, TestRun,
 };
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DiscoverList {
     pub skills: Vec<DiscoverView>,
@@ -36,7 +36,7 @@ pub fn discover_list(
 }
 
 /// A version as the API shows it (no archive bytes).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionView {
     pub id: String,
@@ -49,12 +49,14 @@ pub struct VersionView {
     pub scope: String,
     pub archive_sha256: String,
     pub archive_size: u64,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// The SKILL.md front matter, as written.
+    #[cfg_attr(feature = "openapi", schema(value_type = HashMap<String, serde_json::Value>))]
     pub frontmatter: serde_json::Value,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    /// The registry manifest kept beside SKILL.md.
+    #[cfg_attr(feature = "openapi", schema(value_type = HashMap<String, serde_json::Value>))]
     pub manifest: serde_json::Value,
     /// The canonical file tree: path, executable, size, sha256.
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<HashMap<String, serde_json::Value>>))]
     pub files: serde_json::Value,
     pub discover: DiscoverView,
     pub tests: Option<TestRun>,
@@ -89,7 +91,7 @@ impl VersionView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct VersionSummary {
     pub version: String,
@@ -98,7 +100,7 @@ pub struct VersionSummary {
     pub yanked: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SelectView {
     pub name: String,
@@ -151,7 +153,7 @@ pub fn select_view(
     })
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InstructionsView {
     pub name: String,

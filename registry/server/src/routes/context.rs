@@ -3,12 +3,13 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::{get, post};
-use utoipa::{OpenApi, ToSchema};
+use utoipa::OpenApi;
 
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, Auth};
+use crate::openapi::wire_body;
 use crate::state::AppState;
-use registry_context::PackRequest;
+use registry_context::{Comparison, Manifest, Pack, PackRequest};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -24,37 +25,22 @@ pub fn router() -> Router<AppState> {
         .route("/v1/context/{id}/compare/{other}", get(compare_packs))
 }
 
-/// `goal`, `phase`, `budget` (tokens), `fixed_rules`, `query` (default: the goal), `draw_on`
-/// (`working_memory`, `memory`, `knowledge`, `skills`; default all), `limits` (per layer),
-/// `memory_scope` (a level), `min_score`, `allow_stale`, `as_of`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct PackBody(#[allow(dead_code)] serde_json::Value);
-
-/// `id`, `budget`, `used_tokens`, `text` (the items joined by blank lines), `items` (each with
-/// `layer`, `source_type`, `source_id`, `content`, `tokens`, `transform`) and `manifest`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct PackAnswer(#[allow(dead_code)] serde_json::Value);
-
-/// The Context Manifest: `items` (source, scope, version, trust, permission basis, selected
-/// reason, tokens, transform, content hash) and `omitted` (with `reason`: out_of_scope,
-/// over_budget, stale, duplicate, low_score), per-layer counts and the budget.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct ManifestAnswer(#[allow(dead_code)] serde_json::Value);
-
-/// `a`, `b`, `differences` (each source whose state differs: `included`, `omitted: <reason>`
-/// or `not_a_candidate`) and the number `unchanged`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct ComparisonAnswer(#[allow(dead_code)] serde_json::Value);
-
-fn to_json<T: serde::Serialize>(v: &T) -> ApiResult<axum::Json<serde_json::Value>> {
-    serde_json::to_value(v)
-        .map(axum::Json)
-        .map_err(crate::error::ApiError::internal)
-}
+wire_body!(
+    /// A context pack to compile: `registry_context::PackRequest`.
+    PackBody
+);
+wire_body!(
+    /// The pack, its items and its manifest: `registry_context::Pack`.
+    PackAnswer
+);
+wire_body!(
+    /// The Context Manifest: `registry_context::Manifest`.
+    ManifestAnswer
+);
+wire_body!(
+    /// How two packs differ: `registry_context::Comparison`.
+    ComparisonAnswer
+);
 
 /// Compiles a context pack in layers within the token budget and stores its manifest. The
 /// fixed zone (rules and goal) is never cut: over the budget alone it answers 422
@@ -65,9 +51,9 @@ pub async fn create_pack(
     State(state): State<AppState>,
     Auth(p): Auth,
     ApiJson(req): ApiJson<PackRequest>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<Pack>> {
     state
-        .blocking(move |s| to_json(&s.services.context.compile(&p, &req)?))
+        .blocking(move |s| Ok(axum::Json(s.services.context.compile(&p, &req)?)))
         .await
 }
 
@@ -79,9 +65,9 @@ pub async fn get_manifest(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<Manifest>> {
     state
-        .blocking(move |s| to_json(&s.services.context.load(&p, &id)?))
+        .blocking(move |s| Ok(axum::Json(s.services.context.load(&p, &id)?)))
         .await
 }
 
@@ -94,8 +80,8 @@ pub async fn compare_packs(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path((id, other)): Path<(String, String)>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<Comparison>> {
     state
-        .blocking(move |s| to_json(&s.services.context.compare(&p, &id, &other)?))
+        .blocking(move |s| Ok(axum::Json(s.services.context.compare(&p, &id, &other)?)))
         .await
 }

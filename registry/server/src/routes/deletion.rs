@@ -26,7 +26,7 @@ pub fn router() -> Router<AppState> {
 /// A deletion receipt the caller asked for, or one of the tenant it governs.
 #[utoipa::path(get, path = "/v1/receipts/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "receipt id")),
-    responses((status = 200, description = "the deletion receipt", body = Object), (status = 404, body = ErrorBody)))]
+    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt), (status = 404, body = ErrorBody)))]
 pub async fn get_receipt(
     State(state): State<AppState>,
     Auth(p): Auth,
@@ -36,6 +36,15 @@ pub async fn get_receipt(
         .blocking(move |s| Ok(axum::Json(s.services.deletions.receipt(&p, &id)?)))
         .await
 }
+
+/// The receipt of an erasure, or with `dry_run` its plan.
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ErasureAnswer {
+    Receipt(Receipt),
+    Plan(registry_services::erasure::ErasurePlan),
+}
+crate::openapi::wire_body!(impl ErasureAnswer);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -51,14 +60,14 @@ pub struct EraseParams {
 /// assets the subject owned are re-owned to the tenant and listed in the receipt.
 #[utoipa::path(delete, path = "/v1/subjects/{user}", security(("bearer" = [])),
     params(("user" = String, Path, description = "the subject's user id"), EraseParams),
-    responses((status = 200, description = "the deletion receipt, or the plan with dry_run", body = Object),
+    responses((status = 200, description = "the deletion receipt, or the plan with dry_run", body = ErasureAnswer),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn erase_subject(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(user): Path<String>,
     Query(q): Query<EraseParams>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<ErasureAnswer>> {
     let own = p.user == user && p.has_role(Role::Writer);
     if !(p.is_admin() || own) {
         return Err(ApiError::forbidden(
@@ -70,14 +79,11 @@ pub async fn erase_subject(
         .blocking(move |s| {
             let plan = s.services.plan_erasure(&p.tenant, &user)?;
             if q.dry_run.unwrap_or(false) {
-                return serde_json::to_value(&plan)
-                    .map(axum::Json)
-                    .map_err(ApiError::internal);
+                return Ok(axum::Json(ErasureAnswer::Plan(plan)));
             }
-            let r = s.services.erase(&p, plan, reason)?;
-            serde_json::to_value(&r)
-                .map(axum::Json)
-                .map_err(ApiError::internal)
+            Ok(axum::Json(ErasureAnswer::Receipt(
+                s.services.erase(&p, plan, reason)?,
+            )))
         })
         .await
 }

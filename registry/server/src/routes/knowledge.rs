@@ -8,8 +8,11 @@ use registry_knowledge::{IngestRequest, SearchRequest};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use registry_knowledge::service::{DocumentSummary, DocumentView, IngestOutcome};
+
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
+use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -23,7 +26,7 @@ use crate::state::AppState;
     ),
     components(schemas(
         IngestBody,
-        SearchBody,
+        KnowledgeSearchBody,
         IngestAnswer,
         DocumentAnswer,
         DocumentList,
@@ -46,88 +49,35 @@ pub fn router() -> Router<AppState> {
         .route("/v1/knowledge/search", post(search_knowledge))
 }
 
-/// A document to ingest (schema of `POST /v1/knowledge/documents`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct IngestBody {
-    /// Stable id of the source within the tenant, e.g. `handbook/leave.md`. Required.
-    pub source_id: String,
-    /// The source's own version label (default `sha256:` + 12 hex of the content). A version
-    /// is immutable: the same label with other content answers 409.
-    pub version: Option<String>,
-    /// `md`, `txt`, `json` (an array of records or one object) or `jsonl`. Required.
-    pub format: String,
-    /// The document text (at most 2 MiB). Required.
-    pub content: String,
-    /// When the document takes effect (default now).
-    pub effective_at: Option<String>,
-    /// When it stops being valid; expired documents never come back from search.
-    pub expires_at: Option<String>,
-    /// Default: the caller.
-    pub owner: Option<String>,
-    /// `policy` > `system_of_record` > `reference` (default) > `informal`.
-    pub authority: Option<String>,
-    /// Default: the caller's tenant. `{tenant, project?, user?}`.
-    #[schema(value_type = Option<Object>)]
-    pub scope: Option<serde_json::Value>,
-    /// `public` (default), `user:NAME`, `group:NAME`, `role:NAME`; never empty.
-    pub acl: Option<Vec<String>>,
-    /// `public`, `internal` (default), `confidential`, `secret`: read only by keys cleared for it.
-    pub sensitivity: Option<String>,
-    /// Purposes it may be served for (`X-Purpose`); default any.
-    pub purposes: Option<Vec<String>>,
-    /// Retention: purged by the retention job after this time (independent of `expires_at`).
-    pub retain_until: Option<String>,
-}
-
-/// An evidence search (schema of `POST /v1/knowledge/search`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SearchBody {
-    pub query: String,
-    /// Evidence records (default 10, at most 200).
-    pub k: Option<usize>,
-    /// Judge freshness at this time (default now).
-    pub as_of: Option<String>,
-    /// Bar on relevance, 0..1: max(cosine, bm25 / (bm25 + 10)). Default 0.35.
-    pub min_score: Option<f32>,
-    /// Return stale documents, marked (default true); stale alone is never `OK`.
-    pub allow_stale: Option<bool>,
-    /// `both` (default), `text_only`, `vector_only`.
-    pub legs: Option<String>,
-    /// `rrf` (default) or `convex`.
-    pub fusion: Option<String>,
-    /// Convex fusion weight of the vector leg (default 0.5).
-    pub alpha: Option<f32>,
-}
-
-/// `{status: created|new_version|unchanged, document_id, version, source_id, source_version,
-/// content_hash, chunks, superseded_chunks, flagged_chunks}`.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
-pub struct IngestAnswer(serde_json::Value);
-
-/// `{document: {...}, content, chunks: [{id, status, ordinal, kind, heading_path, char_start,
-/// char_end, instruction}]}`.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
-pub struct DocumentAnswer(serde_json::Value);
+wire_body!(
+    /// A document to ingest: `registry_knowledge::IngestRequest`.
+    IngestBody
+);
+wire_body!(
+    /// An evidence search: `registry_knowledge::SearchRequest`.
+    KnowledgeSearchBody
+);
+wire_body!(
+    /// What an ingest did: `registry_knowledge::service::IngestOutcome`.
+    IngestAnswer
+);
+wire_body!(
+    /// A document with its content and chunks: `registry_knowledge::service::DocumentView`.
+    DocumentAnswer
+);
+wire_body!(
+    /// Evidence, or `INSUFFICIENT_EVIDENCE`: `registry_knowledge::SearchAnswer`.
+    SearchAnswerDoc
+);
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DocumentList {
-    #[schema(value_type = Vec<Object>)]
-    pub documents: Vec<serde_json::Value>,
+    #[schema(schema_with = document_summaries)]
+    pub documents: Vec<DocumentSummary>,
 }
 
-/// `{status: OK|INSUFFICIENT_EVIDENCE, searched: {...}, evidence: [{content, heading_path,
-/// source_id, source_version, effective_at, expires_at, owner, authority, scope, acl, score,
-/// retrieval: {found_by, text: {rank, score}, vector: {rank, score}, fused, relevance,
-/// authority_boost}, freshness, instruction: {flagged, rules}, citation: {document_id,
-/// document_version, chunk_id, char_start, char_end}}]}`.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(value_type = Object)]
-pub struct SearchAnswerDoc(serde_json::Value);
-
-fn to_json<T: Serialize>(v: &T) -> ApiResult<serde_json::Value> {
-    serde_json::to_value(v).map_err(ApiError::internal)
+fn document_summaries() -> utoipa::openapi::schema::Array {
+    crate::openapi::array_of("DocumentSummary")
 }
 
 /// Ingests a document: chunked by structure, embedded, committed atomically, indexed. The same
@@ -141,7 +91,7 @@ pub async fn ingest_document(
     State(state): State<AppState>,
     Auth(p): Auth,
     ApiJson(req): ApiJson<IngestRequest>,
-) -> ApiResult<(axum::http::StatusCode, axum::Json<serde_json::Value>)> {
+) -> ApiResult<(axum::http::StatusCode, axum::Json<IngestOutcome>)> {
     state
         .blocking(move |s| {
             let out = s.services.knowledge.ingest(&p, req)?;
@@ -149,7 +99,7 @@ pub async fn ingest_document(
                 registry_knowledge::service::IngestStatus::Unchanged => axum::http::StatusCode::OK,
                 _ => axum::http::StatusCode::CREATED,
             };
-            Ok((code, axum::Json(to_json(&out)?)))
+            Ok((code, axum::Json(out)))
         })
         .await
 }
@@ -162,13 +112,9 @@ pub async fn get_document(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<DocumentView>> {
     state
-        .blocking(move |s| {
-            Ok(axum::Json(to_json(
-                &s.services.knowledge.get_document(&p, &id)?,
-            )?))
-        })
+        .blocking(move |s| Ok(axum::Json(s.services.knowledge.get_document(&p, &id)?)))
         .await
 }
 
@@ -177,7 +123,7 @@ pub async fn get_document(
 /// scope; a document the caller cannot see answers 404.
 #[utoipa::path(delete, path = "/v1/knowledge/documents/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "document id")),
-    responses((status = 200, description = "the deletion receipt", body = Object),
+    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete_document(
     State(state): State<AppState>,
@@ -231,9 +177,7 @@ pub async fn list_documents(
                 .services
                 .knowledge
                 .list_documents(&p, limit, q.after.as_deref())?;
-            Ok(axum::Json(DocumentList {
-                documents: docs.iter().map(to_json).collect::<ApiResult<_>>()?,
-            }))
+            Ok(axum::Json(DocumentList { documents: docs }))
         })
         .await
 }
@@ -243,15 +187,15 @@ pub async fn list_documents(
 /// authority first on near ties. `INSUFFICIENT_EVIDENCE` (HTTP 200) when nothing admissible
 /// and fresh clears `min_score`.
 #[utoipa::path(post, path = "/v1/knowledge/search", security(("bearer" = [])),
-    request_body = SearchBody,
+    request_body = KnowledgeSearchBody,
     responses((status = 200, body = SearchAnswerDoc), (status = 422, body = ErrorBody)))]
 pub async fn search_knowledge(
     State(state): State<AppState>,
     Auth(p): Auth,
     ApiJson(req): ApiJson<SearchRequest>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<registry_knowledge::SearchAnswer>> {
     state
-        .blocking(move |s| Ok(axum::Json(to_json(&s.services.knowledge.search(&p, req)?)?)))
+        .blocking(move |s| Ok(axum::Json(s.services.knowledge.search(&p, req)?)))
         .await
 }
 

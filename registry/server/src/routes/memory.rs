@@ -11,8 +11,14 @@ use registry_memory::service::FeedbackRequest;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use registry_core::deletion::Receipt;
+use registry_core::usage::UsageStats;
+use registry_memory::search::SearchResponse;
+use registry_memory::service::{MemoryDetail, WriteOutcome};
+
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
+use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -37,6 +43,7 @@ use crate::state::AppState;
         SearchAnswer,
         MemoryDetailView,
         MemoryItem,
+        MemoryView,
         FeedbackBody,
         StatsView,
         ReviewList,
@@ -57,65 +64,67 @@ pub fn router() -> Router<AppState> {
         .route("/v1/memories/{id}/reject", post(reject))
 }
 
-/// A memory to write. Fields: `class` (working, episodic, semantic, procedural), `content`,
-/// `scope` (a level: tenant, project, user, session, task; or a scope object), `source`
-/// (user_statement, tool_result, document, model_inference, system, import, web), `subject`,
-/// `attribute`, `value`, `entities`, `applicability`, `evidence`, `speaker`, `session_date`,
-/// `session_label`, `valid_from`, `valid_to`, `ttl_secs`, `sensitivity`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct WriteBody(#[allow(dead_code)] serde_json::Value);
+wire_body!(
+    /// A memory to write through the gate: `registry_memory::WriteRequest`.
+    WriteBody
+);
+wire_body!(
+    /// The gate's answer: `registry_memory::service::WriteOutcome`.
+    WriteAnswer
+);
+wire_body!(
+    /// A memory search: `registry_memory::search::SearchRequest`.
+    SearchBody
+);
+wire_body!(
+    /// Hits labelled as memory (past experience): `registry_memory::search::SearchResponse`.
+    SearchAnswer
+);
+wire_body!(
+    /// A memory with its versions and related records: `registry_memory::service::MemoryDetail`.
+    MemoryDetailView
+);
+wire_body!(
+    /// `outcome` (helpful or harmful) and optional `task`: `registry_memory::service::FeedbackRequest`.
+    FeedbackBody
+);
+wire_body!(
+    /// Usage counters: `registry_core::usage::UsageStats`.
+    StatsView
+);
+wire_body!(
+    /// One memory record: `registry_memory::MemoryView`.
+    MemoryView
+);
 
-/// The gate's answer: `decision` (accepted, merged, superseded, candidate, conflict_pending),
-/// `id`, `version`, `status`, `reasons` (each with `code`, `rule`, `detail`), `replaced`,
-/// `conflicts_with`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct WriteAnswer(#[allow(dead_code)] serde_json::Value);
+/// One memory record with its governance fields and usage counters; after a purge, with the
+/// deletion receipt.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct MemoryItem {
+    #[serde(flatten)]
+    pub memory: registry_memory::MemoryView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<Receipt>,
+}
+wire_body!(impl MemoryItem);
 
-/// `query`, `classes`, `scope`, `k`, `as_of`, `filters` (`entities`, `speaker`, `subject`,
-/// `min_trust`, `session_label`).
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct SearchBody(#[allow(dead_code)] serde_json::Value);
-
-/// `label` (`memory`: past experience), `as_of`, `hits` (each with `score`, `breakdown`,
-/// `note`, `memory`).
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct SearchAnswer(#[allow(dead_code)] serde_json::Value);
-
-/// `memory`, its `versions` and `related` records on the same subject and attribute.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct MemoryDetailView(#[allow(dead_code)] serde_json::Value);
-
-/// One memory record with its governance fields and usage counters.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct MemoryItem(#[allow(dead_code)] serde_json::Value);
-
-/// `outcome` (helpful or harmful) and optional `task`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct FeedbackBody(#[allow(dead_code)] serde_json::Value);
-
-/// Usage counters: `usage_count`, `last_retrieved`, `last_verified`, `helpful`, `harmful`,
-/// `decay_weight`.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct StatsView(#[allow(dead_code)] serde_json::Value);
+impl From<registry_memory::MemoryView> for MemoryItem {
+    fn from(memory: registry_memory::MemoryView) -> Self {
+        MemoryItem {
+            memory,
+            receipt: None,
+        }
+    }
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReviewList {
-    #[schema(value_type = Vec<Object>)]
-    pub memories: Vec<serde_json::Value>,
+    #[schema(schema_with = memory_views)]
+    pub memories: Vec<registry_memory::MemoryView>,
 }
 
-fn json<T: Serialize>(v: T) -> ApiResult<axum::Json<serde_json::Value>> {
-    serde_json::to_value(v)
-        .map(axum::Json)
-        .map_err(ApiError::internal)
+fn memory_views() -> utoipa::openapi::schema::Array {
+    crate::openapi::array_of("MemoryView")
 }
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
@@ -140,10 +149,16 @@ pub async fn write_memory(
     Auth(p): Auth,
     headers: HeaderMap,
     ApiJson(req): ApiJson<WriteRequest>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<WriteOutcome>> {
     let key = idempotency_key(&headers)?;
     state
-        .blocking(move |s| json(s.services.memory.write(&p, &req, key.as_deref())?))
+        .blocking(move |s| {
+            Ok(axum::Json(s.services.memory.write(
+                &p,
+                &req,
+                key.as_deref(),
+            )?))
+        })
         .await
 }
 
@@ -154,15 +169,43 @@ pub const MAX_BATCH: usize = 100;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
-    #[schema(value_type = Vec<Object>)]
+    #[schema(schema_with = write_bodies)]
     pub memories: Vec<WriteRequest>,
 }
 
-/// `{results: [{index, decision, id, ...} | {index, error: {code, message, details}}]}`, one per
-/// item, in order.
-#[derive(Debug, ToSchema)]
-#[schema(value_type = Object)]
-pub struct BatchAnswer(#[allow(dead_code)] serde_json::Value);
+fn write_bodies() -> utoipa::openapi::schema::Array {
+    crate::openapi::array_of("WriteBody")
+}
+
+/// One answer per item, in order.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct BatchAnswer {
+    pub results: Vec<BatchItem>,
+}
+wire_body!(impl BatchAnswer);
+
+/// The gate's answer for item `index`, or the error that stopped it.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum BatchItem {
+    Written {
+        index: usize,
+        #[serde(flatten)]
+        outcome: WriteOutcome,
+    },
+    Failed {
+        index: usize,
+        error: ItemError,
+    },
+}
+
+/// The error body of one batch item (as `error` in the error envelope).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct ItemError {
+    pub code: String,
+    pub message: String,
+    pub details: serde_json::Value,
+}
 
 /// Writes up to 100 memories, in order, each through the whole gate, with one embedding call.
 /// Every item gets its own answer (a rejected item does not stop the others). With
@@ -176,7 +219,7 @@ pub async fn write_batch(
     Auth(p): Auth,
     headers: HeaderMap,
     ApiJson(req): ApiJson<BatchBody>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<BatchAnswer>> {
     let key = idempotency_key(&headers)?;
     if req.memories.is_empty() || req.memories.len() > MAX_BATCH {
         return Err(
@@ -186,26 +229,28 @@ pub async fn write_batch(
     }
     state
         .blocking(move |s| {
-            let results: Vec<serde_json::Value> = s
+            let results = s
                 .services
                 .memory
                 .write_batch(&p, &req.memories, key.as_deref())
                 .into_iter()
                 .enumerate()
-                .map(|(i, r)| match r {
-                    Ok(out) => {
-                        let mut v = serde_json::to_value(out).unwrap_or_default();
-                        v["index"] = serde_json::json!(i);
-                        v
-                    }
+                .map(|(index, r)| match r {
+                    Ok(outcome) => BatchItem::Written { index, outcome },
                     Err(e) => {
                         let e = ApiError::from(e);
-                        serde_json::json!({"index": i, "error": {
-                            "code": e.code.as_str(), "message": e.message, "details": e.details}})
+                        BatchItem::Failed {
+                            index,
+                            error: ItemError {
+                                code: e.code.as_str().to_string(),
+                                message: e.message,
+                                details: e.details,
+                            },
+                        }
                     }
                 })
                 .collect();
-            Ok(axum::Json(serde_json::json!({ "results": results })))
+            Ok(axum::Json(BatchAnswer { results }))
         })
         .await
 }
@@ -218,11 +263,10 @@ pub async fn search_memories(
     State(state): State<AppState>,
     Auth(p): Auth,
     ApiJson(req): ApiJson<SearchRequest>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
-    let res = state
-        .blocking(move |s| Ok(s.services.memory.search(&p, &req)?))
-        .await?;
-    json(res)
+) -> ApiResult<axum::Json<SearchResponse>> {
+    state
+        .blocking(move |s| Ok(axum::Json(s.services.memory.search(&p, &req)?)))
+        .await
 }
 
 /// A memory the caller may see, with its versions and related records.
@@ -233,9 +277,9 @@ pub async fn get_memory(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<MemoryDetail>> {
     state
-        .blocking(move |s| json(s.services.memory.get(&p, &id)?))
+        .blocking(move |s| Ok(axum::Json(s.services.memory.get(&p, &id)?)))
         .await
 }
 
@@ -248,9 +292,9 @@ pub async fn feedback(
     Auth(p): Auth,
     Path(id): Path<String>,
     ApiJson(req): ApiJson<FeedbackRequest>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<UsageStats>> {
     state
-        .blocking(move |s| json(s.services.memory.feedback(&p, &id, &req)?))
+        .blocking(move |s| Ok(axum::Json(s.services.memory.feedback(&p, &id, &req)?)))
         .await
 }
 
@@ -273,12 +317,7 @@ pub async fn review_queue(
     state
         .blocking(move |s| {
             let list = s.services.memory.review_queue(&p, limit)?;
-            Ok(axum::Json(ReviewList {
-                memories: list
-                    .into_iter()
-                    .map(|v| serde_json::to_value(v).unwrap_or_default())
-                    .collect(),
-            }))
+            Ok(axum::Json(ReviewList { memories: list }))
         })
         .await
 }
@@ -292,9 +331,9 @@ pub async fn confirm(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<MemoryItem>> {
     state
-        .blocking(move |s| json(s.services.memory.confirm(&p, &id)?))
+        .blocking(move |s| Ok(axum::Json(s.services.memory.confirm(&p, &id)?.into())))
         .await
 }
 
@@ -307,9 +346,9 @@ pub async fn reject(
     State(state): State<AppState>,
     Auth(p): Auth,
     Path(id): Path<String>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<MemoryItem>> {
     state
-        .blocking(move |s| json(s.services.memory.reject(&p, &id)?))
+        .blocking(move |s| Ok(axum::Json(s.services.memory.reject(&p, &id)?.into())))
         .await
 }
 
@@ -333,7 +372,7 @@ pub async fn revoke(
     Auth(p): Auth,
     Path(id): Path<String>,
     Query(q): Query<DeleteParams>,
-) -> ApiResult<axum::Json<serde_json::Value>> {
+) -> ApiResult<axum::Json<MemoryItem>> {
     let purge = match q.level.as_deref() {
         None | Some("revoked") => false,
         Some("purged") => true,
@@ -347,7 +386,7 @@ pub async fn revoke(
     state
         .blocking(move |s| {
             // The service checks visibility and the right to delete, then revokes.
-            let axum::Json(mut answer) = json(s.services.memory.revoke(&p, &id)?)?;
+            let mut answer = MemoryItem::from(s.services.memory.revoke(&p, &id)?);
             if purge {
                 let receipt = s.services.deletions.delete(
                     &p,
@@ -355,7 +394,7 @@ pub async fn revoke(
                     registry_core::deletion::DeletionLevel::Purged,
                     "memory deleted",
                 )?;
-                answer["receipt"] = serde_json::to_value(receipt).map_err(ApiError::internal)?;
+                answer.receipt = Some(receipt);
             }
             Ok(axum::Json(answer))
         })

@@ -63,7 +63,7 @@ pub struct RetrieveBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RetrievedNode {
     pub text: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = HashMap<String, serde_json::Value>)]
     pub metadata: Value,
     pub dist: f32,
 }
@@ -78,7 +78,7 @@ pub struct LangChainBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LangChainDoc {
     pub page_content: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = HashMap<String, serde_json::Value>)]
     pub metadata: Value,
 }
 

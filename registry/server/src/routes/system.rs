@@ -96,15 +96,15 @@ pub async fn whoami(Auth(p): Auth) -> axum::Json<WhoAmI> {
 /// Governance metadata of an asset (never its body).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AssetView {
-    #[schema(value_type = Object)]
-    pub meta: serde_json::Value,
+    #[schema(schema_with = asset_meta)]
+    pub meta: AssetMeta,
     pub lookup_key: Option<String>,
 }
 
 impl AssetView {
     fn of(r: &AssetRecord) -> Self {
         AssetView {
-            meta: serde_json::to_value(&r.meta).unwrap_or_default(),
+            meta: r.meta.clone(),
             lookup_key: r.lookup_key.clone(),
         }
     }
@@ -214,9 +214,7 @@ pub async fn list_assets(
                 }
             }
             let next = if more {
-                assets
-                    .last()
-                    .and_then(|a| a.meta.get("id").and_then(|v| v.as_str()).map(String::from))
+                assets.last().map(|a| a.meta.id.clone())
             } else {
                 None
             };
@@ -236,8 +234,16 @@ pub struct AuditParams {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditList {
-    #[schema(value_type = Vec<Object>)]
-    pub events: Vec<serde_json::Value>,
+    #[schema(schema_with = audit_events)]
+    pub events: Vec<registry_core::audit::AuditEvent>,
+}
+
+fn asset_meta() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    crate::openapi::component_ref("AssetMeta")
+}
+
+fn audit_events() -> utoipa::openapi::schema::Array {
+    crate::openapi::array_of("AuditEvent")
 }
 
 fn require_admin(p: &Principal) -> ApiResult<()> {
@@ -302,7 +308,7 @@ pub async fn list_audit(
                     if !in_member_projects(s.services.backends.store.as_ref(), &p, &e)? {
                         continue;
                     }
-                    out.push(serde_json::to_value(e).unwrap_or_default());
+                    out.push(e);
                 }
             }
             out.truncate(limit);

@@ -1,0 +1,267 @@
+//! The MCP tools: each one's input and output schema is generated (schemars) from the type
+//! serde reads its arguments into and the type its answer is written from, the same types
+//! the HTTP routes use, so a tool and its route cannot describe different bodies.
+
+use std::sync::{Arc, LazyLock};
+
+use registry_context::{Pack, PackRequest};
+use registry_core::principal::Principal;
+use registry_memory::WriteRequest;
+use registry_memory::search::{SearchRequest as MemorySearch, SearchResponse};
+use registry_memory::service::WriteOutcome;
+use registry_skills::views::{DiscoverList, InstructionsView, SelectView};
+use rmcp::handler::server::common::{schema_for_output, schema_for_type};
+use rmcp::model::{CallToolResult, JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::parse_body;
+use crate::state::AppState;
+
+/// `memory_write`'s arguments: a memory, and the retry key that HTTP takes as a header.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct IdempotencyArg {
+    /// Makes a retry return the first answer (1-200 ASCII characters).
+    idempotency_key: Option<String>,
+}
+
+/// `skill_discover`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverArgs {
+    /// Words to match (BM25); absent: all, by name.
+    query: Option<String>,
+    /// At most this many (1-200).
+    #[schemars(range(min = 1, max = 200))]
+    limit: Option<usize>,
+}
+
+/// `skill_select`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SelectArgs {
+    name: String,
+    /// Default: the current release.
+    version: Option<String>,
+    /// Tools the caller can offer.
+    #[serde(default)]
+    tools: Vec<String>,
+    /// Permissions the caller holds.
+    #[serde(default)]
+    permissions: Vec<String>,
+    /// Environment the caller runs in.
+    #[serde(default)]
+    environment: Vec<String>,
+}
+
+/// `skill_load`'s arguments: a name (and version, default the current release) or a digest.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadArgs {
+    name: Option<String>,
+    version: Option<String>,
+    /// `sha256:<hex>` tree digest.
+    digest: Option<String>,
+}
+
+fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_type::<T>()
+}
+
+/// The schema of a memory write: `WriteRequest`'s, plus `idempotency_key`.
+fn memory_write_input() -> Arc<JsonObject> {
+    let mut schema = (*schema_for_type::<WriteRequest>()).clone();
+    let extra = schema_for_type::<IdempotencyArg>();
+    if let (Some(Value::Object(props)), Some(Value::Object(more))) =
+        (schema.get_mut("properties"), extra.get("properties"))
+    {
+        props.extend(more.clone());
+    }
+    Arc::new(schema)
+}
+
+/// The tool list, built once.
+pub fn tools() -> &'static [Tool] {
+    static TOOLS: LazyLock<Vec<Tool>> = LazyLock::new(build);
+    &TOOLS
+}
+
+fn build() -> Vec<Tool> {
+    let read_only = || ToolAnnotations::new().read_only(true);
+    vec![
+        Tool::new(
+            "memory_search",
+            "Search the caller's memories (past experience, not current fact). Candidates are \
+             restricted to the caller's visible scopes first, then ranked by semantic, lexical, \
+             entity, recency, valid-time, scope, trust and feedback signals; every hit carries \
+             its score breakdown. Same answer as POST /v1/memories/search.",
+            input::<MemorySearch>(),
+        )
+        .with_raw_output_schema(schema_for_output::<SearchResponse>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "memory_write",
+            "Write a memory through the registry's write gate. The answer is the gate's \
+             decision (accepted, merged, superseded, candidate, conflict_pending) with its \
+             reasons; a rejection comes back as an error with code WRITE_GATE_REJECTED and the \
+             reasons. Same as POST /v1/memories.",
+            memory_write_input(),
+        )
+        .with_raw_output_schema(schema_for_output::<WriteOutcome>()),
+        Tool::new(
+            "knowledge_search",
+            "Search knowledge evidence the caller may read (scope and ACL filtered before \
+             ranking). Answers status OK with cited evidence (source, version, freshness, \
+             authority, char range), or INSUFFICIENT_EVIDENCE when nothing admissible clears \
+             min_score. Same as POST /v1/knowledge/search.",
+            input::<registry_knowledge::SearchRequest>(),
+        )
+        .with_raw_output_schema(schema_for_output::<registry_knowledge::SearchAnswer>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "skill_discover",
+            "List the current skill releases the caller may use, about 100 tokens each (name, \
+             description, applicability, risks, version, digest). Same as GET /v1/skills.",
+            input::<DiscoverArgs>(),
+        )
+        .with_raw_output_schema(schema_for_output::<DiscoverList>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "skill_select",
+            "One skill's full manifest and versions, checked against the tools, permissions and \
+             environment the caller can offer. Same as GET /v1/skills/{name}.",
+            input::<SelectArgs>(),
+        )
+        .with_raw_output_schema(schema_for_output::<SelectView>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "skill_load",
+            "Load a skill's instructions (the SKILL.md body) with its digest and token count, by \
+             name (current release, or `version`) or by `digest`. Same as GET \
+             /v1/skills/{name}/versions/{version}/instructions.",
+            input::<LoadArgs>(),
+        )
+        .with_raw_output_schema(schema_for_output::<InstructionsView>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "context_pack",
+            "Compile what the model should see now: the fixed rules and goal (never cut), task \
+             working memory, retrieved memory, knowledge evidence and the skill list, within a \
+             token budget counted by a real tokenizer. Returns the pack and its Context \
+             Manifest (every item and omission with its reason). FIXED_ZONE_OVER_BUDGET when \
+             the fixed zone alone exceeds the budget. Same as POST /v1/context.",
+            input::<PackRequest>(),
+        )
+        .with_raw_output_schema(schema_for_output::<Pack>()),
+    ]
+}
+
+/// A tool answer: the same JSON as the HTTP API, or its error body.
+pub fn answer(r: ApiResult<Value>) -> CallToolResult {
+    match r {
+        Ok(v) => CallToolResult::structured(v),
+        Err(e) => CallToolResult::structured_error(json!({
+            "error": {"code": e.code.as_str(), "message": e.message, "details": e.details}
+        })),
+    }
+}
+
+/// Arguments are read like an HTTP body: a wrong one answers `VALIDATION_FAILED` naming the
+/// field (`details.field`, `details.reason`).
+fn parse<T: for<'de> Deserialize<'de>>(args: JsonObject) -> ApiResult<T> {
+    let bytes = serde_json::to_vec(&Value::Object(args)).map_err(ApiError::internal)?;
+    parse_body(&bytes).map_err(|mut e| {
+        e.message = e.message.replacen("invalid body", "invalid arguments", 1);
+        e
+    })
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
+    serde_json::to_value(v).map_err(ApiError::internal)
+}
+
+/// Runs tool `name`.
+pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> ApiResult<Value> {
+    match name {
+        "memory_search" => {
+            let req: MemorySearch = parse(args)?;
+            let res = s.services.memory.search(p, &req)?;
+            to_value(&res)
+        }
+        "memory_write" => {
+            let key = match args.remove("idempotency_key") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(k)) if !k.is_empty() && k.len() <= 200 && k.is_ascii() => {
+                    Some(k)
+                }
+                Some(_) => {
+                    return Err(ApiError::validation(
+                        "idempotency_key must be 1-200 ASCII characters",
+                    )
+                    .with_details(json!({ "field": "idempotency_key", "reason": "invalid" })));
+                }
+            };
+            let req: WriteRequest = parse(args)?;
+            to_value(&s.services.memory.write(p, &req, key.as_deref())?)
+        }
+        "knowledge_search" => {
+            let req: registry_knowledge::SearchRequest = parse(args)?;
+            to_value(&s.services.knowledge.search(p, req)?)
+        }
+        "skill_discover" => {
+            let a: DiscoverArgs = parse(args)?;
+            to_value(
+                &s.services
+                    .skills
+                    .discover_list(p, a.query.as_deref(), a.limit)?,
+            )
+        }
+        "skill_select" => {
+            let a: SelectArgs = parse(args)?;
+            to_value(&s.services.skills.select_view(
+                p,
+                &a.name,
+                a.version.as_deref(),
+                &a.tools,
+                &a.permissions,
+                &a.environment,
+            )?)
+        }
+        "skill_load" => {
+            let a: LoadArgs = parse(args)?;
+            let loaded = match (&a.digest, &a.name) {
+                (Some(d), _) => s.services.skills.find_by_digest(p, d)?,
+                (None, Some(n)) => {
+                    let version = match &a.version {
+                        Some(v) => v.clone(),
+                        None => {
+                            let versions = s.services.skills.visible_versions(p, n)?;
+                            s.services
+                                .skills
+                                .current_release(&versions)?
+                                .map(|c| c.version)
+                                .ok_or_else(|| {
+                                    ApiError::not_found(format!("{n} has no current release"))
+                                })?
+                        }
+                    };
+                    s.services.skills.find_version(p, n, &version)?
+                }
+                (None, None) => {
+                    return Err(ApiError::validation("give a name or a digest")
+                        .with_details(json!({ "field": "name", "reason": "missing" })));
+                }
+            };
+            to_value(&s.services.skills.instructions_view(&loaded)?)
+        }
+        "context_pack" => {
+            let req: PackRequest = parse(args)?;
+            let pack: Pack = s.services.context.compile(p, &req)?;
+            to_value(&pack)
+        }
+        other => Err(ApiError::not_found(format!("no tool {other}"))),
+    }
+}

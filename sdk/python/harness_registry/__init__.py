@@ -1,0 +1,6 @@
+"""Typed Python client for the Harness Registry HTTP API."""
+
+from . import models
+from .client import Registry, RegistryError
+
+__all__ = ["Registry", "RegistryError", "models"]

@@ -1,0 +1,206 @@
+"""The HTTP client: one method per operation, typed bodies in and out."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, TypeVar, Union
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from . import models as m
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class RegistryError(Exception):
+    """An error answer: the HTTP status and the server's stable ``code`` (``NOT_FOUND``,
+    ``VALIDATION_FAILED``, ``WRITE_GATE_REJECTED``, …) with its ``details`` (for a validation
+    failure: ``field``, the JSON path at fault, and ``reason``)."""
+
+    def __init__(self, status: int, code: str, message: str, details: Any):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+
+
+def _seg(s: str) -> str:
+    return quote(s, safe="")
+
+
+class _Api:
+    def __init__(self, http: httpx.Client):
+        self._http = http
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        answer: type[A],
+        body: Optional[m.Request] = None,
+        params: Optional[dict[str, Any]] = None,
+        headers: Optional[dict[str, str]] = None,
+    ) -> A:
+        r = self._http.request(
+            method,
+            path,
+            json=body.body() if body is not None else None,
+            params={k: v for k, v in (params or {}).items() if v is not None},
+            headers=headers,
+        )
+        try:
+            data = r.json()
+        except ValueError:
+            raise RegistryError(r.status_code, "BAD_RESPONSE", r.text[:200], None) from None
+        if r.status_code >= 400:
+            err = data.get("error", {}) if isinstance(data, dict) else {}
+            raise RegistryError(
+                r.status_code,
+                err.get("code", "UNKNOWN"),
+                err.get("message", ""),
+                err.get("details"),
+            )
+        return answer.model_validate(data)
+
+
+class Memory(_Api):
+    """Memory: writes through the gate, search, feedback, revocation."""
+
+    def write(
+        self,
+        request: Optional[m.WriteRequest] = None,
+        *,
+        idempotency_key: Optional[str] = None,
+        **fields: Any,
+    ) -> m.WriteOutcome:
+        """``POST /v1/memories``; a rejection raises ``RegistryError`` (``WRITE_GATE_REJECTED``)."""
+        req = request or m.WriteRequest(**fields)
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._call("POST", "/v1/memories", m.WriteOutcome, req, headers=headers)
+
+    def search(
+        self, query: Union[str, m.MemorySearchRequest], **fields: Any
+    ) -> m.MemorySearchAnswer:
+        """``POST /v1/memories/search``."""
+        req = query if isinstance(query, m.MemorySearchRequest) else m.MemorySearchRequest(
+            query=query, **fields
+        )
+        return self._call("POST", "/v1/memories/search", m.MemorySearchAnswer, req)
+
+    def delete(self, memory_id: str, *, purge: bool = False) -> m.RevokedMemory:
+        """``DELETE /v1/memories/{id}``: revoked now; with ``purge``, gone from disk, with the
+        receipt."""
+        params = {"level": "purged"} if purge else None
+        return self._call(
+            "DELETE", f"/v1/memories/{_seg(memory_id)}", m.RevokedMemory, params=params
+        )
+
+
+class Knowledge(_Api):
+    """Knowledge: documents ingested as governed evidence, and the evidence search."""
+
+    def ingest(self, request: Optional[m.IngestRequest] = None, **fields: Any) -> m.IngestOutcome:
+        """``POST /v1/knowledge/documents``."""
+        req = request or m.IngestRequest(**fields)
+        return self._call("POST", "/v1/knowledge/documents", m.IngestOutcome, req)
+
+    def search(
+        self, query: Union[str, m.KnowledgeSearchRequest], **fields: Any
+    ) -> m.EvidenceAnswer:
+        """``POST /v1/knowledge/search``: ``status`` is ``OK`` or ``INSUFFICIENT_EVIDENCE``."""
+        req = query if isinstance(query, m.KnowledgeSearchRequest) else m.KnowledgeSearchRequest(
+            query=query, **fields
+        )
+        return self._call("POST", "/v1/knowledge/search", m.EvidenceAnswer, req)
+
+    def documents(self, *, limit: Optional[int] = None, after: Optional[str] = None) -> m.DocumentList:
+        """``GET /v1/knowledge/documents``."""
+        return self._call(
+            "GET", "/v1/knowledge/documents", m.DocumentList, params={"limit": limit, "after": after}
+        )
+
+    def delete(self, document_id: str) -> m.Receipt:
+        """``DELETE /v1/knowledge/documents/{id}``: every version purged, with the receipt."""
+        return self._call("DELETE", f"/v1/knowledge/documents/{_seg(document_id)}", m.Receipt)
+
+
+class Skills(_Api):
+    """Skills: discover (list), select (get), load (instructions)."""
+
+    def list(self, query: Optional[str] = None, *, limit: Optional[int] = None) -> m.DiscoverList:
+        """``GET /v1/skills``."""
+        return self._call("GET", "/v1/skills", m.DiscoverList, params={"q": query, "limit": limit})
+
+    def get(self, name: str, *, version: Optional[str] = None) -> m.SelectView:
+        """``GET /v1/skills/{name}``."""
+        return self._call(
+            "GET", f"/v1/skills/{_seg(name)}", m.SelectView, params={"version": version}
+        )
+
+    def instructions(self, name: str, version: str) -> m.InstructionsView:
+        """``GET /v1/skills/{name}/versions/{version}/instructions``."""
+        return self._call(
+            "GET",
+            f"/v1/skills/{_seg(name)}/versions/{_seg(version)}/instructions",
+            m.InstructionsView,
+        )
+
+
+class Context(_Api):
+    """Context packs and their manifests."""
+
+    def pack(self, request: Optional[m.PackRequest] = None, **fields: Any) -> m.Pack:
+        """``POST /v1/context``."""
+        req = request or m.PackRequest(**fields)
+        return self._call("POST", "/v1/context", m.Pack, req)
+
+    def manifest(self, pack_id: str) -> m.Manifest:
+        """``GET /v1/context/{id}``."""
+        return self._call("GET", f"/v1/context/{_seg(pack_id)}", m.Manifest)
+
+
+class Registry:
+    """A client bound to one server and one API key.
+
+    ``project``, ``session``, ``task`` and ``purpose`` set the context headers, which only
+    narrow what the key may see."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        project: Optional[str] = None,
+        session: Optional[str] = None,
+        task: Optional[str] = None,
+        purpose: Optional[str] = None,
+        timeout: float = 30.0,
+        transport: Optional[httpx.BaseTransport] = None,
+    ):
+        headers = {"Authorization": f"Bearer {api_key}"}
+        for name, v in (
+            ("X-Project", project),
+            ("X-Session", session),
+            ("X-Task", task),
+            ("X-Purpose", purpose),
+        ):
+            if v is not None:
+                headers[name] = v
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
+        self.memory = Memory(self._http)
+        self.knowledge = Knowledge(self._http)
+        self.skills = Skills(self._http)
+        self.context = Context(self._http)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Registry":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

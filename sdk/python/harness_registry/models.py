@@ -1,0 +1,459 @@
+"""Typed request and answer bodies of the Harness Registry HTTP API.
+
+Each model mirrors a schema of the server's OpenAPI document (named in its docstring); the
+package's tests compare every model with the live document, so a renamed or dropped field
+fails there first. Answers accept fields this version does not know yet (``extra="allow"``);
+requests refuse unknown fields, as the server does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MemoryClass = Literal["working", "episodic", "semantic", "procedural"]
+LevelName = Literal["tenant", "project", "user", "session", "task"]
+SourceKind = Literal[
+    "user_statement", "tool_result", "document", "model_inference", "system", "import", "web"
+]
+Sensitivity = Literal["public", "internal", "confidential", "secret"]
+Trust = Literal[
+    "external_content",
+    "model_inference",
+    "user_statement",
+    "verified_fact",
+    "authoritative_system",
+    "platform_rule",
+]
+
+
+class Request(BaseModel):
+    """A request body: unknown fields are refused, unset fields are not sent."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def body(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class Answer(BaseModel):
+    """An answer body: fields added by a newer server are kept, not refused."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+class Scope(Request):
+    """OpenAPI ``Scope``: an explicit position (the tenant is always the key's)."""
+
+    tenant: Optional[str] = None
+    project: Optional[str] = None
+    user: Optional[str] = None
+    session: Optional[str] = None
+    task: Optional[str] = None
+
+
+class WriteRequest(Request):
+    """OpenAPI ``WriteRequest`` (``POST /v1/memories``)."""
+
+    memory_class: MemoryClass = Field(alias="class")
+    content: str
+    scope: Optional[Union[LevelName, Scope]] = None
+    source: Optional[SourceKind] = None
+    subject: Optional[str] = None
+    attribute: Optional[str] = None
+    value: Optional[str] = None
+    entities: Optional[list[str]] = None
+    applicability: Optional[list[str]] = None
+    evidence: Optional[list[str]] = None
+    speaker: Optional[str] = None
+    session_date: Optional[datetime] = None
+    session_label: Optional[str] = None
+    valid_from: Optional[datetime] = None
+    valid_to: Optional[datetime] = None
+    ttl_secs: Optional[int] = None
+    sensitivity: Optional[Sensitivity] = None
+    purposes: Optional[list[str]] = None
+
+
+class Reason(Answer):
+    """OpenAPI ``Reason``: one rule of the write gate and what it found."""
+
+    code: str
+    rule: int
+    detail: str
+
+
+class WriteOutcome(Answer):
+    """OpenAPI ``WriteOutcome``: the gate's decision."""
+
+    decision: Literal["accepted", "merged", "superseded", "candidate", "conflict_pending", "rejected"]
+    id: str
+    version: int
+    status: str
+    reasons: list[Reason]
+    replaced: Optional[str] = None
+    conflicts_with: Optional[str] = None
+
+
+class SearchFilters(Request):
+    """OpenAPI ``SearchFilters``."""
+
+    entities: Optional[list[str]] = None
+    speaker: Optional[str] = None
+    subject: Optional[str] = None
+    min_trust: Optional[Trust] = None
+    session_label: Optional[str] = None
+
+
+class MemorySearchRequest(Request):
+    """OpenAPI ``MemorySearchRequest`` (``POST /v1/memories/search``)."""
+
+    query: str
+    classes: Optional[list[MemoryClass]] = None
+    scope: Optional[LevelName] = None
+    k: Optional[int] = None
+    as_of: Optional[datetime] = None
+    filters: Optional[SearchFilters] = None
+
+
+class UsageStats(Answer):
+    """OpenAPI ``UsageStats``: how a memory has been used."""
+
+    usage_count: int
+    helpful: int
+    harmful: int
+
+
+class MemoryView(Answer):
+    """OpenAPI ``MemoryView``: one memory record with its governance fields."""
+
+    id: str
+    version: int
+    status: str
+    memory_class: MemoryClass = Field(alias="class")
+    content: str
+    scope: str
+    owner: str
+    source: SourceKind
+    trust: Trust
+    sensitivity: Sensitivity
+    subject: Optional[str] = None
+    attribute: Optional[str] = None
+    value: Optional[str] = None
+    created_at: datetime
+    content_hash: str
+    stats: UsageStats
+
+
+class Breakdown(Answer):
+    """OpenAPI ``Breakdown``: each signal's part of a memory hit's score."""
+
+    semantic: float
+    lexical: float
+    entity: float
+    recency: float
+    trust: float
+    feedback: float
+
+
+class MemoryHit(Answer):
+    """OpenAPI ``MemoryHit``: past experience, never current fact."""
+
+    label: str
+    note: str
+    score: float
+    breakdown: Breakdown
+    memory: MemoryView
+
+
+class MemorySearchAnswer(Answer):
+    """OpenAPI ``SearchResponse``."""
+
+    label: str
+    as_of: datetime
+    hits: list[MemoryHit]
+
+
+# --- deletion -------------------------------------------------------------------------------
+
+
+class ReceiptCounts(Answer):
+    """OpenAPI ``ReceiptCounts``."""
+
+    assets: int
+    versions: int
+    text_entries: int
+    vectors: int
+
+
+class Receipt(Answer):
+    """OpenAPI ``Receipt``: what a deletion reached, store by store."""
+
+    id: str
+    actor: str
+    reason: str
+    roots: list[str]
+    target: Literal["revoked", "de_indexed", "purged"]
+    status: str
+    level_reached: Literal["revoked", "de_indexed", "purged"]
+    counts: ReceiptCounts
+
+
+class RevokedMemory(MemoryView):
+    """OpenAPI ``MemoryItem``: the revoked record, with the receipt after a purge."""
+
+    receipt: Optional[Receipt] = None
+
+
+# --- knowledge ------------------------------------------------------------------------------
+
+
+class IngestRequest(Request):
+    """OpenAPI ``IngestRequest`` (``POST /v1/knowledge/documents``)."""
+
+    source_id: str
+    format: Literal["md", "markdown", "txt", "json", "jsonl"]
+    content: str
+    version: Optional[str] = None
+    effective_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    owner: Optional[str] = None
+    authority: Optional[Literal["policy", "system_of_record", "reference", "informal"]] = None
+    scope: Optional[Scope] = None
+    acl: Optional[list[str]] = None
+    sensitivity: Optional[Sensitivity] = None
+    purposes: Optional[list[str]] = None
+    retain_until: Optional[datetime] = None
+
+
+class IngestOutcome(Answer):
+    """OpenAPI ``IngestOutcome``."""
+
+    status: Literal["created", "new_version", "unchanged"]
+    document_id: str
+    version: int
+    source_id: str
+    source_version: str
+    content_hash: str
+    chunks: int
+    superseded_chunks: int
+    flagged_chunks: int
+
+
+class KnowledgeSearchRequest(Request):
+    """OpenAPI ``KnowledgeSearchRequest`` (``POST /v1/knowledge/search``)."""
+
+    query: str
+    k: Optional[int] = None
+    as_of: Optional[datetime] = None
+    min_score: Optional[float] = None
+    allow_stale: Optional[bool] = None
+    legs: Optional[Literal["both", "text_only", "vector_only"]] = None
+    fusion: Optional[Literal["rrf", "convex"]] = None
+    alpha: Optional[float] = None
+
+
+class Citation(Answer):
+    """OpenAPI ``Citation``: where in which document version the evidence stands."""
+
+    document_id: str
+    document_version: int
+    chunk_id: str
+    char_start: int
+    char_end: int
+
+
+class Evidence(Answer):
+    """OpenAPI ``Evidence``."""
+
+    content: str
+    heading_path: list[str]
+    source_id: str
+    source_version: str
+    owner: str
+    authority: str
+    scope: str
+    acl: list[str]
+    score: float
+    citation: Citation
+
+
+class EvidenceAnswer(Answer):
+    """OpenAPI ``EvidenceAnswer``: ``OK`` with evidence, or ``INSUFFICIENT_EVIDENCE``."""
+
+    status: Literal["OK", "INSUFFICIENT_EVIDENCE"]
+    evidence: list[Evidence]
+
+
+class DocumentSummary(Answer):
+    """OpenAPI ``DocumentSummary``."""
+
+    id: str
+    version: int
+    status: str
+    source_id: str
+    source_version: str
+    chunk_count: int
+
+
+class DocumentList(Answer):
+    """OpenAPI ``DocumentList``."""
+
+    documents: list[DocumentSummary]
+
+
+# --- skills ---------------------------------------------------------------------------------
+
+
+class DiscoverView(Answer):
+    """OpenAPI ``DiscoverView``: a skill in about 100 tokens."""
+
+    name: str
+    description: str
+    applicability: list[str]
+    risks: list[str]
+    version: str
+    digest: str
+    scope: str
+    deprecated: bool
+    tokens: int
+
+
+class DiscoverList(Answer):
+    """OpenAPI ``DiscoverList`` (``GET /v1/skills``)."""
+
+    skills: list[DiscoverView]
+    total_tokens: int
+    tokenizer: str
+
+
+class VersionSummary(Answer):
+    """OpenAPI ``VersionSummary``."""
+
+    version: str
+    digest: str
+    state: str
+    yanked: bool
+
+
+class VersionView(Answer):
+    """OpenAPI ``VersionView``."""
+
+    id: str
+    name: str
+    version: str
+    digest: str
+    state: str
+    manifest: dict[str, Any]
+    frontmatter: dict[str, Any]
+
+
+class SelectView(Answer):
+    """OpenAPI ``SelectView`` (``GET /v1/skills/{name}``)."""
+
+    name: str
+    current: Optional[str] = None
+    versions: list[VersionSummary]
+    selected: VersionView
+    executable: bool
+    reasons: list[str]
+
+
+class InstructionsView(Answer):
+    """OpenAPI ``InstructionsView``."""
+
+    name: str
+    version: str
+    digest: str
+    instructions: str
+    tokens: int
+
+
+# --- context packs --------------------------------------------------------------------------
+
+
+class PackRequest(Request):
+    """OpenAPI ``PackRequest`` (``POST /v1/context``)."""
+
+    goal: str
+    budget: int
+    phase: Optional[str] = None
+    fixed_rules: Optional[list[str]] = None
+    query: Optional[str] = None
+    draw_on: Optional[list[Literal["working_memory", "memory", "knowledge", "skills"]]] = None
+    memory_scope: Optional[LevelName] = None
+    min_score: Optional[float] = None
+    allow_stale: Optional[bool] = None
+    as_of: Optional[datetime] = None
+
+
+class PackItem(Answer):
+    """OpenAPI ``PackItem``."""
+
+    layer: str
+    source_type: str
+    source_id: Optional[str] = None
+    content: str
+    tokens: int
+    transform: str
+
+
+class Manifest(Answer):
+    """OpenAPI ``Manifest``: every item and every omission, with its reason."""
+
+    id: str
+    items: list[dict[str, Any]]
+    omitted: list[dict[str, Any]]
+
+
+class Pack(Answer):
+    """OpenAPI ``Pack``."""
+
+    id: str
+    budget: int
+    used_tokens: int
+    text: str
+    items: list[PackItem]
+    manifest: Manifest
+
+
+# Every model and the OpenAPI component it mirrors (the tests walk this table).
+SCHEMAS: dict[type[BaseModel], str] = {
+    Scope: "Scope",
+    WriteRequest: "WriteRequest",
+    Reason: "Reason",
+    WriteOutcome: "WriteOutcome",
+    SearchFilters: "SearchFilters",
+    MemorySearchRequest: "MemorySearchRequest",
+    UsageStats: "UsageStats",
+    MemoryView: "MemoryView",
+    Breakdown: "Breakdown",
+    MemoryHit: "MemoryHit",
+    MemorySearchAnswer: "SearchResponse",
+    ReceiptCounts: "ReceiptCounts",
+    Receipt: "Receipt",
+    RevokedMemory: "MemoryItem",
+    IngestRequest: "IngestRequest",
+    IngestOutcome: "IngestOutcome",
+    KnowledgeSearchRequest: "KnowledgeSearchRequest",
+    Citation: "Citation",
+    Evidence: "Evidence",
+    EvidenceAnswer: "EvidenceAnswer",
+    DocumentSummary: "DocumentSummary",
+    DocumentList: "DocumentList",
+    DiscoverView: "DiscoverView",
+    DiscoverList: "DiscoverList",
+    VersionSummary: "VersionSummary",
+    VersionView: "VersionView",
+    SelectView: "SelectView",
+    InstructionsView: "InstructionsView",
+    PackRequest: "PackRequest",
+    PackItem: "PackItem",
+    Manifest: "Manifest",
+    Pack: "Pack",
+}

@@ -1,0 +1,398 @@
+//! The wire contract: the served OpenAPI document describes every body with a real schema,
+//! and a body the server cannot read answers with the field at fault.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// An object schema that says nothing: no properties, no additional properties, no
+/// composition, no reference. A client generated from it gets an untyped dict.
+fn is_opaque(s: &Value) -> bool {
+    let Some(m) = s.as_object() else { return false };
+    let is_object_type = match m.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => false,
+    };
+    let says_something = [
+        "properties",
+        "additionalProperties",
+        "patternProperties",
+        "oneOf",
+        "anyOf",
+        "allOf",
+        "$ref",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k));
+    is_object_type && !says_something
+}
+
+/// Every opaque object schema and every dangling `$ref`, by JSON path.
+fn contract_faults(doc: &Value) -> Vec<String> {
+    fn walk(v: &Value, path: &str, doc: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if is_opaque(v) {
+                    out.push(format!("opaque object schema at {path}"));
+                }
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    let target = r.strip_prefix('#').and_then(|p| doc.pointer(p));
+                    if target.is_none() {
+                        out.push(format!("dangling $ref {r} at {path}"));
+                    }
+                }
+                for (k, v) in m {
+                    walk(v, &format!("{path}/{k}"), doc, out);
+                }
+            }
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    walk(v, &format!("{path}/{i}"), doc, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(doc, "", doc, &mut out);
+    // A body schema of `{}` (anything) is as opaque as a bare object.
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let mut bodies = vec![("request", &op["requestBody"])];
+            for (status, r) in op["responses"].as_object().into_iter().flatten() {
+                bodies.push((status.as_str(), r));
+            }
+            for (which, b) in bodies {
+                for (ct, media) in b["content"].as_object().into_iter().flatten() {
+                    let s = &media["schema"];
+                    if ct == "application/json" && s.as_object().is_none_or(|m| m.is_empty()) {
+                        out.push(format!("{method} {path} {which}: body without a schema"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn openapi_has_no_opaque_body_and_no_dangling_reference() {
+    let app = TestApp::start();
+    let (s, doc) = call(app.client.get(app.url("/openapi.json")));
+    assert_eq!(s, 200);
+    let faults = contract_faults(&doc);
+    assert!(faults.is_empty(), "{}", faults.join("\n"));
+}
+
+#[test]
+fn the_opaque_schema_check_can_fail() {
+    // The check itself, on a document that has each fault once.
+    let doc = json!({
+        "paths": {"/x": {"post": {
+            "requestBody": {"content": {"application/json": {"schema": {}}}},
+            "responses": {"200": {"content": {"application/json": {
+                "schema": {"$ref": "#/components/schemas/Missing"}}}}}
+        }}},
+        "components": {"schemas": {
+            "Bare": {"type": "object"},
+            "Nullable": {"type": ["object", "null"]},
+            "Map": {"type": "object", "additionalProperties": true},
+            "Typed": {"type": "object", "properties": {"a": {"type": "string"}}}
+        }}
+    });
+    let faults = contract_faults(&doc);
+    assert_eq!(faults.len(), 4, "{faults:#?}");
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.contains("/components/schemas/Bare"))
+    );
+    assert!(
+        faults
+            .iter()
+            .any(|f| f.contains("/components/schemas/Nullable"))
+    );
+    assert!(faults.iter().any(|f| f.contains("dangling")));
+    assert!(faults.iter().any(|f| f.contains("body without a schema")));
+}
+
+#[test]
+fn memory_bodies_are_described_by_their_domain_types() {
+    let doc = registry_server::openapi::document();
+    let schemas = &doc["components"]["schemas"];
+    // The placeholder points at the type serde reads.
+    assert_eq!(
+        schemas["WriteBody"]["$ref"],
+        "#/components/schemas/WriteRequest"
+    );
+    let w = &schemas["WriteRequest"];
+    assert_eq!(w["additionalProperties"], false, "deny_unknown_fields");
+    let required: Vec<&str> = w["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, ["class", "content"]);
+    // A unit enum is an `enum`, or a `oneOf` of documented `const`s.
+    let class = &schemas["MemoryClass"];
+    let values: Vec<&Value> = match class["enum"].as_array() {
+        Some(e) => e.iter().collect(),
+        None => class["oneOf"]
+            .as_array()
+            .expect("enum or oneOf")
+            .iter()
+            .map(|v| &v["const"])
+            .collect(),
+    };
+    assert_eq!(
+        values,
+        [
+            &json!("working"),
+            &json!("episodic"),
+            &json!("semantic"),
+            &json!("procedural")
+        ]
+    );
+}
+
+/// Each bad body answers with the JSON path of the field at fault and a stable reason.
+#[test]
+fn a_bad_body_names_the_field_and_the_reason() {
+    let app = TestApp::start();
+    let k = app.key("acme", "ann", &["writer"], &[]);
+    let cases: &[(&str, Value, u16, &str, &str)] = &[
+        (
+            "/v1/memories",
+            json!({"class": "semantic"}),
+            422,
+            "content",
+            "missing",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "nope", "content": "x"}),
+            422,
+            "class",
+            "unknown_variant",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "colour": "red"}),
+            422,
+            "colour",
+            "unknown_field",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "ttl_secs": -1}),
+            422,
+            "ttl_secs",
+            "invalid_value",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": "x", "entities": "ann"}),
+            422,
+            "entities",
+            "invalid_type",
+        ),
+        (
+            "/v1/memories",
+            json!({"class": "semantic", "content": ""}),
+            422,
+            "content",
+            "invalid",
+        ),
+        (
+            "/v1/memories/search",
+            json!({"query": "x", "filters": {"min_trust": "very"}}),
+            422,
+            "filters.min_trust",
+            "unknown_variant",
+        ),
+        (
+            "/v1/memories/batch",
+            json!({"memories": [{"class": "semantic", "content": "a"},
+                                {"class": "semantic", "content": 7}]}),
+            422,
+            "memories[1].content",
+            "invalid_type",
+        ),
+        (
+            "/v1/context",
+            json!({"goal": "x", "budget": -5}),
+            422,
+            "budget",
+            "invalid_value",
+        ),
+        (
+            "/v1/knowledge/documents",
+            json!({"source_id": "a.md", "format": "md", "content": ""}),
+            422,
+            "content",
+            "invalid",
+        ),
+        (
+            "/v1/knowledge/search",
+            json!({"query": "x", "legs": "all"}),
+            422,
+            "legs",
+            "unknown_variant",
+        ),
+        ("/v1/memories", json!([1, 2]), 422, "body", "invalid_type"),
+    ];
+    for (path, body, status, field, reason) in cases {
+        let (s, b) = call(app.post(&k, path, body));
+        assert_eq!(s, *status, "{path} {body}: {b}");
+        assert_eq!(
+            b["error"]["code"], "VALIDATION_FAILED",
+            "{path} {body}: {b}"
+        );
+        let d = &b["error"]["details"];
+        assert_eq!(d["field"], *field, "{path} {body}: {b}");
+        assert_eq!(d["reason"], *reason, "{path} {body}: {b}");
+    }
+    // Not JSON at all: 400, with where the parser stopped.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "application/json")
+            .body("{\"class\": "),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["error"]["code"], "BAD_REQUEST");
+    assert_eq!(b["error"]["details"]["reason"], "invalid_json");
+    assert_eq!(b["error"]["details"]["line"], 1);
+    // Trailing bytes after a whole value are not JSON either.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories/search"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "application/json")
+            .body("{\"query\": \"x\"} {}"),
+    );
+    assert_eq!(s, 400, "{b}");
+    assert_eq!(b["error"]["details"]["reason"], "invalid_json");
+    // The wrong content type keeps its own code.
+    let (s, b) = call(
+        app.client
+            .post(app.url("/v1/memories"))
+            .bearer_auth(&k.secret)
+            .header("content-type", "text/plain")
+            .body("{}"),
+    );
+    assert_eq!(s, 415, "{b}");
+    assert_eq!(b["error"]["code"], "UNSUPPORTED_MEDIA_TYPE");
+}
+
+/// The typed Python client (`sdk/python`), its pytest suite run against this live server:
+/// memory, knowledge, skills, context packs and deletion, errors by code, and every model
+/// compared with the served OpenAPI document.
+#[test]
+fn python_sdk() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let rev = app.key("acme", "rita", &["reviewer"], &[]);
+    let gus = app.key("globex", "gus", &["writer"], &[]);
+    let tmp = tempfile::tempdir().unwrap();
+    let skill_dir = crate::skills::make_skill(
+        tmp.path(),
+        "travel-booking",
+        "1.0.0",
+        crate::skills::ONE_TEST,
+        "Book trains first; ask for approval before a flight.",
+    );
+    let (bytes, _) = crate::skills::pack(&skill_dir);
+    crate::skills::release(&app, &ann, &rev, &bytes, None);
+    let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
+    let out = std::process::Command::new(crate::harness::python())
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(&sdk)
+        .env("PYTHONPATH", &sdk)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("REGISTRY_URL", &app.base)
+        .env("REGISTRY_KEY", &ann.secret)
+        .env("REGISTRY_OTHER_KEY", &gus.secret)
+        .env("REGISTRY_SKILL", "travel-booking")
+        .output()
+        .expect("the clients' python runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "pytest failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every test ran: none skipped, none deselected.
+    assert!(
+        text.contains(" passed") && !text.contains("skipped"),
+        "{text}"
+    );
+}
+
+/// Cases schemathesis generates per operation and phase: enough to reach every field of every
+/// body, few enough that the run takes minutes, not an hour.
+const SCHEMATHESIS_MAX_EXAMPLES: &str = "20";
+
+/// schemathesis (pinned in tests/clients/requirements.txt) fuzzes every operation of the
+/// served document with schema-valid and schema-invalid requests and checks each answer:
+/// no 5xx, statuses, content types and bodies as documented, invalid data refused.
+#[test]
+fn schemathesis_finds_nothing() {
+    let app = TestApp::start();
+    let admin = app.key("acme", "ann", &["writer", "reviewer", "admin"], &[]);
+    // Something to find, so that reads answer with bodies and not only 404s.
+    let (s, b) = call(app.post(
+        &admin,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann prefers trains to flights.", "scope": "user"}),
+    ));
+    assert_eq!(s, 200, "{b}");
+    let (s, b) = call(app.post(
+        &admin,
+        "/v1/knowledge/documents",
+        &json!({"source_id": "policy/travel.md", "format": "md",
+                "content": "# Travel\n\nTrains under 500 km; flights need approval.\n"}),
+    ));
+    assert_eq!(s, 201, "{b}");
+    let report = tempfile::tempdir().unwrap();
+    let junit = report.path().join("schemathesis.xml");
+    let st = crate::harness::python().with_file_name("st");
+    let out = std::process::Command::new(&st)
+        .arg("run")
+        .arg(app.url("/openapi.json"))
+        .args(["--checks", "all"])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {}", admin.secret),
+        ])
+        .args(["--max-examples", SCHEMATHESIS_MAX_EXAMPLES])
+        .args(["--seed", "14"])
+        .args(["--workers", "2"])
+        .args(["--request-timeout", "60"])
+        .args(["--generation-database", "none"])
+        .args(["--report", "junit", "--report-junit-path"])
+        .arg(&junit)
+        .arg("--no-color")
+        .current_dir(report.path())
+        .output()
+        .expect("schemathesis runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary: String = text
+        .lines()
+        .rev()
+        .take(15)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    eprintln!("schemathesis:\n{summary}");
+    assert!(
+        out.status.success(),
+        "schemathesis found failures:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
