@@ -60,10 +60,15 @@ impl Default for KnowledgeConfig {
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
-    pub source_id: Option<String>,
+    /// At most 512 characters, without control characters.
+    #[schemars(pattern(registry_core::text::LINE), length(max = 512))]
+    pub source_id: String,
     pub version: Option<String>,
-    pub format: Option<String>,
-    pub content: Option<String>,
+    /// `md` (or `markdown`), `txt`, `json` or `jsonl`.
+    #[schemars(extend("enum" = ["md", "markdown", "txt", "json", "jsonl"]))]
+    pub format: String,
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    pub content: String,
     pub effective_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub owner: Option<String>,
@@ -130,6 +135,7 @@ pub enum FusionKind {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "KnowledgeSearchRequest")]
 pub struct SearchRequest {
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub query: String,
     /// Evidence records returned (default 10, at most 200).
     pub k: Option<usize>,
@@ -354,36 +360,31 @@ impl KnowledgeService {
     }
 
     fn validate(&self, p: &Principal, req: IngestRequest) -> Result<Prepared> {
-        let source_id = req
-            .source_id
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| Error::validation("source_id", "source_id is required"))?;
-        if source_id.chars().count() > 512 || source_id.chars().any(char::is_control) {
+        if registry_core::text::is_blank(&req.source_id) {
+            return Err(Error::validation("source_id", "source_id is empty"));
+        }
+        let source_id = req.source_id.trim().to_string();
+        if req.source_id.chars().count() > 512 || source_id.chars().any(char::is_control) {
             return Err(Error::validation(
                 "source_id",
                 "source_id must be at most 512 characters, without control characters",
             ));
         }
-        let format_s = req.format.ok_or_else(|| {
-            Error::validation("format", "format is required (md, txt, json, jsonl)")
-        })?;
+        let format_s = req.format;
         let format = Format::parse(&format_s).ok_or_else(|| {
             Error::validation(
                 "format",
                 format!("unknown format {format_s:?} (md, txt, json, jsonl)"),
             )
         })?;
-        let content = req
-            .content
-            .ok_or_else(|| Error::validation("content", "content is required"))?;
+        let content = req.content;
         if content.len() > self.config.max_document_bytes {
             return Err(Error::TooLarge {
                 size: content.len(),
                 limit: self.config.max_document_bytes,
             });
         }
-        if content.trim().is_empty() {
+        if registry_core::text::is_blank(&content) {
             return Err(Error::validation("content", "content is empty"));
         }
         let content_hash = sha256_hex(&content);
@@ -846,7 +847,7 @@ impl KnowledgeService {
     /// Searches the chunks the principal may see and answers with evidence.
     pub fn search(&self, p: &Principal, req: SearchRequest) -> Result<SearchAnswer> {
         let query = req.query.trim().to_string();
-        if query.is_empty() {
+        if registry_core::text::is_blank(&query) {
             return Err(Error::validation("query", "query is empty"));
         }
         if query.chars().count() > MAX_QUERY_CHARS {
@@ -1109,7 +1110,9 @@ impl KnowledgeService {
                     .store
                     .get(id)?
                     .filter(|r| r.meta.kind == AssetKind::Document && p.can_see(&r.meta))
-                    .ok_or_else(|| Error::validation("after", "no such document"))?;
+                    .ok_or_else(|| {
+                        Error::NotFound("no such document (the `after` cursor)".into())
+                    })?;
                 Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
             }
         };

@@ -85,6 +85,7 @@ pub enum LevelName {
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     pub class: MemoryClass,
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub content: String,
     /// Default: `session` for working memory (`task` if only a task is set), `user` otherwise.
     #[serde(default)]

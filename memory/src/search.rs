@@ -37,6 +37,7 @@ pub struct SearchFilters {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "MemorySearchRequest")]
 pub struct SearchRequest {
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub query: String,
     /// Empty: every class.
     #[serde(default)]
@@ -143,7 +144,7 @@ impl MemoryService {
     /// Searches without counting use: for a caller that serves only some of the hits (a
     /// context pack within its budget) and then counts those with [`Self::record_use`].
     pub fn search_candidates(&self, p: &Principal, req: &SearchRequest) -> Result<SearchResponse> {
-        if req.query.trim().is_empty() {
+        if registry_core::text::is_blank(&req.query) {
             return Err(Error::invalid("query", "query is empty"));
         }
         if req.query.len() > self.limits.max_query_bytes {

@@ -300,7 +300,7 @@ impl MemoryService {
             req.value.as_ref().map_or(0, String::len),
             l.max_value_bytes,
         )?;
-        if req.content.trim().is_empty() {
+        if registry_core::text::is_blank(&req.content) {
             return Err(Error::invalid("content", "content is empty"));
         }
         if req.subject.is_some() != req.attribute.is_some() {

@@ -360,7 +360,11 @@ fn schemathesis_finds_nothing() {
     let report = tempfile::tempdir().unwrap();
     let junit = report.path().join("schemathesis.xml");
     let st = crate::harness::python().with_file_name("st");
+    let config = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/clients/schemathesis.toml");
     let out = std::process::Command::new(&st)
+        .arg("--config-file")
+        .arg(&config)
         .arg("run")
         .arg(app.url("/openapi.json"))
         .args(["--checks", "all"])

@@ -68,9 +68,13 @@ const ALL_SOURCES: [Source; 4] = [
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LayerLimits {
+    #[schemars(range(max = 100))]
     pub working_memory: usize,
+    #[schemars(range(max = 100))]
     pub memory: usize,
+    #[schemars(range(max = 100))]
     pub knowledge: usize,
+    #[schemars(range(max = 100))]
     pub skills: usize,
 }
 
@@ -90,17 +94,21 @@ impl Default for LayerLimits {
 #[serde(deny_unknown_fields)]
 pub struct PackRequest {
     /// The task's goal; part of the fixed zone.
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub goal: String,
     /// The task's phase (e.g. `plan`, `execute`, `review`); part of the fixed zone.
     #[serde(default)]
     pub phase: Option<String>,
-    /// Token budget for the whole pack.
+    /// Token budget for the whole pack (1 ..= 200,000).
+    #[schemars(range(min = 1, max = MAX_BUDGET))]
     pub budget: usize,
     /// Rules that must be present verbatim; part of the fixed zone, never cut.
     #[serde(default)]
+    #[schemars(length(max = MAX_FIXED_RULES), inner(pattern(registry_core::text::NOT_BLANK)))]
     pub fixed_rules: Vec<String>,
     /// What to retrieve with (default: the goal).
     #[serde(default)]
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub query: Option<String>,
     /// Sources to draw on (default: all four).
     #[serde(default)]
@@ -113,6 +121,7 @@ pub struct PackRequest {
     pub memory_scope: Option<LevelName>,
     /// Relevance bar for memory (cosine) and knowledge (as in knowledge search). Default 0.35.
     #[serde(default)]
+    #[schemars(range(min = 0.0, max = 1.0))]
     pub min_score: Option<f32>,
     /// Admit stale evidence (marked). Default false: stale evidence is omitted as `stale`.
     #[serde(default)]
@@ -579,16 +588,24 @@ fn validate(req: &PackRequest) -> Result<()> {
     for r in &req.fixed_rules {
         too_large("fixed_rules", r.len(), MAX_TEXT_BYTES)?;
     }
-    if req.goal.trim().is_empty() {
+    if registry_core::text::is_blank(&req.goal) {
         return bad("goal", "goal is empty".into());
     }
     if req.budget == 0 || req.budget > MAX_BUDGET {
         return bad("budget", format!("budget must be 1..={MAX_BUDGET} tokens"));
     }
-    if req.fixed_rules.iter().any(|r| r.trim().is_empty()) {
+    if req
+        .fixed_rules
+        .iter()
+        .any(|r| registry_core::text::is_blank(r))
+    {
         return bad("fixed_rules", "a fixed rule is empty".into());
     }
-    if req.query.as_ref().is_some_and(|q| q.trim().is_empty()) {
+    if req
+        .query
+        .as_ref()
+        .is_some_and(|q| registry_core::text::is_blank(q))
+    {
         return bad("query", "query is empty".into());
     }
     if req.min_score.is_some_and(|s| !(0.0..=1.0).contains(&s)) {

@@ -14,6 +14,7 @@ pub mod principal;
 pub mod retrieval;
 pub mod scope;
 pub mod store;
+pub mod text;
 pub mod usage;
 
 pub use acl::{Acl, AclEntry};

@@ -63,12 +63,73 @@ fn json_content_type(headers: &HeaderMap) -> bool {
 /// (`details.reason`: `missing`, `unknown_field`, `unknown_variant`, `invalid_type`,
 /// `invalid_value`, `invalid_length`, `invalid`).
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Every body is a JSON object; serde would also read a struct from an array of its fields
+    // in order, which the contract does not offer.
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b != b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+    {
+        return Err(ApiError::validation("the body must be a JSON object")
+            .with_details(serde_json::json!({ "field": "body", "reason": "invalid_type" })));
+    }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut *de).map_err(|err| {
+    match serde_path_to_error::deserialize(&mut *de) {
+        Ok(value) => {
+            de.end().map_err(|e| not_json(&e))?;
+            Ok(value)
+        }
+        // JSON Schema counts `430.0` as an integer and serde does not: read such a body again
+        // with its integral numbers written as integers. Only then, so that a duplicate key
+        // (which a `Value` would silently collapse) is still refused on the first reading.
+        Err(err)
+            if err
+                .inner()
+                .to_string()
+                .starts_with("invalid type: floating point") =>
+        {
+            let mut v: serde_json::Value =
+                serde_json::from_slice(bytes).map_err(|e| not_json(&e))?;
+            integral_floats_as_integers(&mut v);
+            serde_path_to_error::deserialize(v).map_err(|e| body_error(e, bytes))
+        }
+        Err(err) => Err(body_error(err, bytes)),
+    }
+}
+
+fn integral_floats_as_integers(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0) {
+                if (0.0..18_446_744_073_709_551_616.0).contains(&f) {
+                    *n = (f as u64).into();
+                } else if (i64::MIN as f64..0.0).contains(&f) {
+                    *n = (f as i64).into();
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(integral_floats_as_integers),
+        serde_json::Value::Object(m) => m.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
+    }
+}
+
+fn body_error(err: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) -> ApiError {
+    {
         let path = err.path().to_string();
         let inner = err.into_inner();
+        // serde_json reports some type errors as syntax ("expected value" for a number where an
+        // enum goes): the body is not JSON only if it does not parse as JSON at all.
         if !matches!(inner.classify(), serde_json::error::Category::Data) {
-            return not_json(&inner);
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                return not_json(&e);
+            }
+            let field = if path == "." {
+                "body".to_string()
+            } else {
+                path
+            };
+            return ApiError::validation(format!("invalid body at {field}: {inner}"))
+                .with_details(serde_json::json!({ "field": field, "reason": "invalid_type" }));
         }
         let text = inner.to_string();
         let (field, reason) = field_and_reason(&path, &text);
@@ -79,9 +140,7 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         };
         ApiError::validation(format!("invalid body at {field}: {text}"))
             .with_details(serde_json::json!({ "field": field, "reason": reason }))
-    })?;
-    de.end().map_err(|e| not_json(&e))?;
-    Ok(value)
+    }
 }
 
 fn not_json(e: &serde_json::Error) -> ApiError {
@@ -91,13 +150,15 @@ fn not_json(e: &serde_json::Error) -> ApiError {
 }
 
 /// The field a serde data error is about, and a stable word for why. serde reports a missing
-/// or unknown field at its parent, naming the field in backquotes; the path is then completed.
+/// field at its parent, naming the field in backquotes, and the path is then completed; an
+/// unknown field's path already ends with it.
 fn field_and_reason(path: &str, text: &str) -> (String, &'static str) {
     let path = if path == "." { "" } else { path };
     let named = || text.split('`').nth(1).unwrap_or("").to_string();
     let join = |name: String| match (path, name.as_str()) {
         (p, "") => p.to_string(),
         ("", n) => n.to_string(),
+        (p, n) if p == n || p.ends_with(&format!(".{n}")) => p.to_string(),
         (p, n) => format!("{p}.{n}"),
     };
     if text.starts_with("missing field") {
@@ -274,4 +335,22 @@ pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Princ
         session: None,
         task: None,
     })
+}
+
+/// A count parameter (`limit`, `k`) within its documented bound: absent gives the default, 0
+/// gives 1, above `max` is refused (422, naming the field), as the contract's `maximum` says.
+pub fn bounded(
+    field: &str,
+    value: Option<u64>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v > max as u64 => Err(ApiError::validation(format!(
+            "{field} must be at most {max}"
+        ))
+        .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" }))),
+        Some(v) => Ok((v as usize).max(1)),
+    }
 }

@@ -1212,6 +1212,7 @@ pub(crate) fn promote(
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeprecateRequest {
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
     pub message: String,
     #[serde(default)]
     pub replacement: Option<String>,
@@ -1228,7 +1229,7 @@ pub(crate) fn deprecate(
     let cur = reload(s, p, name, version)?;
     require_write(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Deprecate)?;
-    if req.message.trim().is_empty() {
+    if registry_core::text::is_blank(&req.message) {
         return Err(Error::validation("a deprecation needs a message")
             .with_details(serde_json::json!({"field": "message", "reason": "empty"})));
     }

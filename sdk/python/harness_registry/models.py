@@ -403,12 +403,46 @@ class PackItem(Answer):
     transform: str
 
 
+class ManifestItem(Answer):
+    """OpenAPI ``ManifestItem``: the manifest's account of an included item."""
+
+    position: int
+    layer: str
+    source_type: str
+    source_id: Optional[str] = None
+    scope: Optional[str] = None
+    version: Optional[str] = None
+    trust: Optional[str] = None
+    permission_basis: str
+    selected_reason: str
+    tokens: int
+    transform: str
+    content_hash: str
+    asset_content_hash: Optional[str] = None
+
+
+class Omission(Answer):
+    """OpenAPI ``Omission``: a candidate left out, and why."""
+
+    layer: str
+    source_type: str
+    source_id: Optional[str] = None
+    scope: Optional[str] = None
+    version: Optional[str] = None
+    reason: str
+    detail: str
+    tokens: Optional[int] = None
+    content_hash: str
+
+
 class Manifest(Answer):
     """OpenAPI ``Manifest``: every item and every omission, with its reason."""
 
     id: str
-    items: list[dict[str, Any]]
-    omitted: list[dict[str, Any]]
+    budget: int
+    used_tokens: int
+    items: list[ManifestItem]
+    omitted: list[Omission]
 
 
 class Pack(Answer):
@@ -454,6 +488,8 @@ SCHEMAS: dict[type[BaseModel], str] = {
     InstructionsView: "InstructionsView",
     PackRequest: "PackRequest",
     PackItem: "PackItem",
+    ManifestItem: "ManifestItem",
+    Omission: "Omission",
     Manifest: "Manifest",
     Pack: "Pack",
 }

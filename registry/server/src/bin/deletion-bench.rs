@@ -107,9 +107,9 @@ fn main() -> anyhow::Result<()> {
     let out = state.services.knowledge.ingest(
         &writer,
         IngestRequest {
-            source_id: Some("handbook.md".into()),
-            format: Some("md".into()),
-            content: Some(document(chunks)),
+            source_id: "handbook.md".into(),
+            format: "md".into(),
+            content: document(chunks),
             ..Default::default()
         },
     )?;

@@ -160,9 +160,9 @@ fn main() -> anyhow::Result<()> {
             let out = svc.ingest(
                 &p,
                 IngestRequest {
-                    source_id: d["_id"].as_str().map(String::from),
-                    format: Some("md".into()),
-                    content: Some(format!("# {title}\n\n{text}")),
+                    source_id: d["_id"].as_str().unwrap_or_default().to_string(),
+                    format: "md".into(),
+                    content: format!("# {title}\n\n{text}"),
                     ..Default::default()
                 },
             )?;

@@ -179,8 +179,12 @@ fn parse<T: for<'de> Deserialize<'de>>(args: JsonObject) -> ApiResult<T> {
     })
 }
 
+/// The answer exactly as the HTTP route writes it: through the JSON text, so that an `f32`
+/// reads back as the same shortest decimal (`0.35`) and not as its widened `f64`.
 fn to_value<T: serde::Serialize>(v: &T) -> ApiResult<Value> {
-    serde_json::to_value(v).map_err(ApiError::internal)
+    serde_json::to_vec(v)
+        .and_then(|b| serde_json::from_slice(&b))
+        .map_err(ApiError::internal)
 }
 
 /// Runs tool `name`.

@@ -41,7 +41,7 @@ pub async fn get_receipt(
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum ErasureAnswer {
-    Receipt(Receipt),
+    Receipt(Box<Receipt>),
     Plan(registry_services::erasure::ErasurePlan),
 }
 crate::openapi::wire_body!(impl ErasureAnswer);
@@ -49,7 +49,8 @@ crate::openapi::wire_body!(impl ErasureAnswer);
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct EraseParams {
-    /// Why (kept in the receipt; the audit log keeps its hash).
+    /// Why (kept in the receipt; the audit log keeps its hash): one line, at most 200 characters.
+    #[param(pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", max_length = 200)]
     pub reason: Option<String>,
     /// Answer the plan (what would be purged, what re-owned) and change nothing.
     pub dry_run: Option<bool>,
@@ -81,9 +82,9 @@ pub async fn erase_subject(
             if q.dry_run.unwrap_or(false) {
                 return Ok(axum::Json(ErasureAnswer::Plan(plan)));
             }
-            Ok(axum::Json(ErasureAnswer::Receipt(
+            Ok(axum::Json(ErasureAnswer::Receipt(Box::new(
                 s.services.erase(&p, plan, reason)?,
-            )))
+            ))))
         })
         .await
 }

@@ -157,20 +157,23 @@ pub async fn delete_document(
 #[into_params(parameter_in = Query)]
 pub struct ListDocs {
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<u32>,
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u64>,
     /// The id of the last document of the previous page.
     pub after: Option<String>,
 }
 
 /// Current versions of the documents the caller may see, oldest first, paged with `after`.
 #[utoipa::path(get, path = "/v1/knowledge/documents", security(("bearer" = [])), params(ListDocs),
-    responses((status = 200, body = DocumentList)))]
+    responses((status = 200, body = DocumentList),
+        (status = 404, description = "`after` names no document the caller can see", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 pub async fn list_documents(
     State(state): State<AppState>,
     Auth(p): Auth,
     Query(q): Query<ListDocs>,
 ) -> ApiResult<axum::Json<DocumentList>> {
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
             let docs = s
@@ -317,10 +320,10 @@ pub fn run_cli(state: &AppState, cmd: &KnowledgeCommand) -> anyhow::Result<i32> 
                 svc.ingest(
                     &p,
                     IngestRequest {
-                        source_id: Some(source_id.clone()),
+                        source_id: source_id.clone(),
                         version: a.version.clone(),
-                        format: Some(format),
-                        content: Some(content),
+                        format,
+                        content,
                         effective_at: a.effective_at,
                         expires_at: a.expires_at,
                         owner: a.owner.clone(),

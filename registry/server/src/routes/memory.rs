@@ -169,7 +169,7 @@ pub const MAX_BATCH: usize = 100;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
-    #[schema(schema_with = write_bodies)]
+    #[schema(schema_with = write_bodies, min_items = 1, max_items = 100)]
     pub memories: Vec<WriteRequest>,
 }
 
@@ -302,7 +302,8 @@ pub async fn feedback(
 #[into_params(parameter_in = Query)]
 pub struct ReviewParams {
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<u32>,
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u64>,
 }
 
 /// Pending memories (candidate, quarantined, conflict_pending) in the caller's scopes.
@@ -313,7 +314,7 @@ pub async fn review_queue(
     Auth(p): Auth,
     Query(q): Query<ReviewParams>,
 ) -> ApiResult<axum::Json<ReviewList>> {
-    let limit = q.limit.unwrap_or(100).min(1000) as usize;
+    let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
             let list = s.services.memory.review_queue(&p, limit)?;
@@ -357,6 +358,7 @@ pub async fn reject(
 pub struct DeleteParams {
     /// How far: `revoked` (default: no further read, removed from both indexes) or `purged`
     /// (also every version, edge and derived record gone from disk, with a receipt).
+    #[param(pattern = "^(revoked|purged)$")]
     pub level: Option<String>,
 }
 

@@ -47,16 +47,25 @@ pub enum RetrieveSource {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveBody {
+    #[schema(pattern = r"\S")]
     pub query: String,
     /// Hits (default 4, at most 100).
+    #[schema(minimum = 0, maximum = 100)]
     pub k: Option<usize>,
     /// Pathway's JMESPath filter; not supported here (must be absent or null).
-    #[schema(value_type = Option<String>)]
+    #[schema(schema_with = null_only)]
     pub metadata_filter: Option<Value>,
     /// Default both.
     pub sources: Option<Vec<RetrieveSource>>,
     /// Relevance bar in 0..1 (default 0: the k most relevant, as a vector store returns).
+    #[schema(minimum = 0, maximum = 1)]
     pub min_score: Option<f32>,
+}
+
+fn null_only() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::Object::builder()
+        .schema_type(utoipa::openapi::schema::Type::Null)
+        .build()
 }
 
 /// One node: `text`, `metadata` and `dist` = 1 − relevance.
@@ -72,6 +81,7 @@ pub struct RetrievedNode {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LangChainBody {
+    #[schema(pattern = r"\S")]
     pub message: String,
 }
 
@@ -91,8 +101,10 @@ pub struct LangChainAnswer {
 #[into_params(parameter_in = Query)]
 pub struct LangChainParams {
     /// Hits (default 4, at most 100).
+    #[param(minimum = 0, maximum = 100)]
     pub k: Option<usize>,
     /// Relevance bar in 0..1 (default 0).
+    #[param(minimum = 0, maximum = 1)]
     pub min_score: Option<f32>,
 }
 
@@ -110,7 +122,7 @@ fn hits(
     sources: &[RetrieveSource],
     min_score: f32,
 ) -> ApiResult<Vec<Hit>> {
-    if query.trim().is_empty() {
+    if registry_core::text::is_blank(query) {
         return Err(
             ApiError::validation("query is empty").with_details(json!({ "field": "query" }))
         );
@@ -222,7 +234,7 @@ pub async fn retrieve(
                 .with_details(json!({ "field": "metadata_filter" })),
         );
     }
-    let k = req.k.unwrap_or(4).clamp(1, 100);
+    let k = crate::extract::bounded("k", req.k.map(|k| k as u64), 4, 100)?;
     let sources = req
         .sources
         .unwrap_or_else(|| vec![RetrieveSource::Memory, RetrieveSource::Knowledge]);
@@ -254,7 +266,7 @@ pub async fn retrieve_langchain(
     Query(q): Query<LangChainParams>,
     ApiJson(req): ApiJson<LangChainBody>,
 ) -> ApiResult<axum::Json<LangChainAnswer>> {
-    let k = q.k.unwrap_or(4).clamp(1, 100);
+    let k = crate::extract::bounded("k", q.k.map(|k| k as u64), 4, 100)?;
     state
         .blocking(move |s| {
             let response = hits(

@@ -106,7 +106,8 @@ pub struct DiscoverParams {
     /// Words to match against names, descriptions and applicability (BM25). Absent: all, by name.
     pub q: Option<String>,
     /// At most this many entries (default 20, at most 200).
-    pub limit: Option<usize>,
+    #[param(minimum = 0, maximum = 200)]
+    pub limit: Option<u64>,
 }
 
 /// Discover: the current releases the caller may see (own tenant and global), about 100 tokens
@@ -118,12 +119,13 @@ pub async fn discover(
     Auth(p): Auth,
     Query(q): Query<DiscoverParams>,
 ) -> ApiResult<axum::Json<DiscoverList>> {
+    let limit = crate::extract::bounded("limit", q.limit, 20, 200)?;
     state
         .blocking(move |s| {
             Ok(axum::Json(s.services.skills.discover_list(
                 &p,
                 q.q.as_deref(),
-                q.limit,
+                Some(limit),
             )?))
         })
         .await
@@ -342,7 +344,9 @@ pub async fn deprecate(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct DeleteVersionParams {
-    /// Why (required for an admin deleting a released version; kept in the receipt and audit).
+    /// Why (required for an admin deleting a released version; kept in the receipt and audit):
+    /// one line, at most 200 characters.
+    #[param(pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", max_length = 200)]
     pub reason: Option<String>,
 }
 
@@ -532,7 +536,7 @@ pub struct DigestFilePath {
 
 /// A version by its tree digest (`sha256:<hex>`).
 #[utoipa::path(get, path = "/v1/skills/by-digest/{digest}", security(("bearer" = [])),
-    params(("digest" = String, Path)),
+    params(("digest" = String, Path, pattern = "^(sha256:)?[0-9a-fA-F]{64}$", description = "The tree digest, `sha256:<64 hex>` (the prefix may be left out)")),
     responses((status = 200, body = VersionView), (status = 404, body = ErrorBody)))]
 pub async fn by_digest(
     State(state): State<AppState>,
@@ -549,7 +553,7 @@ pub async fn by_digest(
 }
 
 #[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/instructions",
-    security(("bearer" = [])), params(("digest" = String, Path)),
+    security(("bearer" = [])), params(("digest" = String, Path, pattern = "^(sha256:)?[0-9a-fA-F]{64}$", description = "The tree digest, `sha256:<64 hex>` (the prefix may be left out)")),
     responses((status = 200, body = InstructionsView), (status = 404, body = ErrorBody)))]
 pub async fn by_digest_instructions(
     State(state): State<AppState>,
@@ -562,7 +566,7 @@ pub async fn by_digest_instructions(
 }
 
 #[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/files/{path}",
-    security(("bearer" = [])), params(("digest" = String, Path), ("path" = String, Path)),
+    security(("bearer" = [])), params(("digest" = String, Path, pattern = "^(sha256:)?[0-9a-fA-F]{64}$", description = "The tree digest, `sha256:<64 hex>` (the prefix may be left out)"), ("path" = String, Path)),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, body = ErrorBody)))]
 pub async fn by_digest_file(
@@ -582,7 +586,7 @@ pub async fn by_digest_file(
 }
 
 #[utoipa::path(get, path = "/v1/skills/by-digest/{digest}/archive",
-    security(("bearer" = [])), params(("digest" = String, Path)),
+    security(("bearer" = [])), params(("digest" = String, Path, pattern = "^(sha256:)?[0-9a-fA-F]{64}$", description = "The tree digest, `sha256:<64 hex>` (the prefix may be left out)")),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>),
         (status = 404, body = ErrorBody)))]
 pub async fn by_digest_archive(

@@ -147,9 +147,11 @@ pub async fn get_asset(
 #[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Asset kind: memory, document, chunk, skill_version, summary.
+    #[param(pattern = "^(memory|document|chunk|skill_version|summary)$")]
     pub kind: Option<String>,
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<u32>,
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u64>,
     /// The id of the last asset of the previous page.
     pub after: Option<String>,
 }
@@ -163,7 +165,9 @@ pub struct AssetList {
 
 /// Lists current versions the principal may see (scope filter in the query, ACL after).
 #[utoipa::path(get, path = "/v1/assets", security(("bearer" = [])), params(ListParams),
-    responses((status = 200, body = AssetList), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = AssetList),
+        (status = 404, description = "`after` names no asset the caller can see", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 pub async fn list_assets(
     State(state): State<AppState>,
     Auth(p): Auth,
@@ -176,12 +180,13 @@ pub async fn list_assets(
                 .with_details(serde_json::json!({"field": "kind"}))
         })?),
     };
-    let limit = q.limit.unwrap_or(100).clamp(1, 1000) as usize;
+    let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
             let mut cursor = match &q.after {
                 None => None,
                 Some(id) => {
+                    // A cursor the caller cannot see answers 404, like the asset itself.
                     let r = visible_record(s.services.backends.store.as_ref(), &p, id)?;
                     Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
                 }
@@ -229,7 +234,8 @@ pub struct AuditParams {
     /// Events after this sequence number (0 ..= 2^63 - 1).
     pub after: Option<u64>,
     /// At most this many (default 100, at most 1000).
-    pub limit: Option<u32>,
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u64>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -288,7 +294,7 @@ pub async fn list_audit(
     Query(q): Query<AuditParams>,
 ) -> ApiResult<axum::Json<AuditList>> {
     require_admin(&p)?;
-    let limit = q.limit.unwrap_or(100).min(1000) as usize;
+    let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     let after = q.after.unwrap_or(0);
     if after > i64::MAX as u64 {
         return Err(
