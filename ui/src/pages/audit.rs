@@ -1,7 +1,6 @@
 //! Audit: the event list (admins, as over the API) and a Verify button that walks the keyed
 //! hash chain and names the first broken event, if any.
 
-use axum::Form;
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::{Html, IntoResponse};
@@ -10,7 +9,7 @@ use registry_core::audit::Verification;
 use serde::Deserialize;
 
 use crate::layout::{self, csrf_field, scroll, when};
-use crate::pages::{TokenForm, is_htmx};
+use crate::pages::{Posted, TokenForm, is_htmx};
 use crate::{Console, Ctx, Page};
 
 const PAGE: usize = 50;
@@ -96,7 +95,7 @@ pub async fn verify(
     State(c): State<Console>,
     ctx: Ctx,
     headers: HeaderMap,
-    Form(f): Form<TokenForm>,
+    Posted(f): Posted<TokenForm>,
 ) -> Page {
     ctx.check_post(&f.csrf)?;
     let p = ctx.principal.clone();

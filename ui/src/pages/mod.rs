@@ -24,3 +24,25 @@ pub struct TokenForm {
 pub fn is_htmx(headers: &axum::http::HeaderMap) -> bool {
     headers.contains_key("hx-request")
 }
+
+/// A console form. Anything that does not parse as one (no body, another content type) is
+/// refused like a form without its token, 403, since no page of the console sends it.
+#[derive(Debug)]
+pub struct Posted<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for Posted<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = crate::UiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        axum::Form::<T>::from_request(req, state)
+            .await
+            .map(|axum::Form(v)| Posted(v))
+            .map_err(|e| {
+                crate::UiError::forbidden(format!("not a console form: {}", e.body_text()))
+            })
+    }
+}

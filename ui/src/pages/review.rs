@@ -2,7 +2,6 @@
 //! record each conflicts with, with the gate's reasons; Confirm and Reject), and skill versions
 //! awaiting review with their test results (Approve and Reject).
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use maud::{Markup, html};
 use registry_core::principal::Role;
@@ -11,7 +10,7 @@ use registry_skills::{LifecycleState, VersionView};
 use serde::Deserialize;
 
 use crate::layout::{self, post_button, scalar, status, to_json, when};
-use crate::pages::TokenForm;
+use crate::pages::{Posted, TokenForm};
 use crate::{Console, Ctx, Page, UiError, see_other};
 
 #[derive(Debug, Deserialize)]
@@ -159,7 +158,7 @@ pub async fn decide_memory(
     State(c): State<Console>,
     ctx: Ctx,
     Path((id, decision)): Path<(String, String)>,
-    Form(f): Form<TokenForm>,
+    Posted(f): Posted<TokenForm>,
 ) -> Page {
     ctx.check_post(&f.csrf)?;
     let p = ctx.principal.clone();

@@ -1,6 +1,5 @@
 //! Sign-in (an API key exchanged for a session cookie) and sign-out.
 
-use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -9,7 +8,7 @@ use registry_core::hash::sha256_hex;
 use serde::Deserialize;
 
 use crate::layout::bare;
-use crate::pages::TokenForm;
+use crate::pages::{Posted, TokenForm};
 use crate::{Console, Ctx, UiError, see_other, session};
 
 fn sign_in_page(status: StatusCode, message: Option<&str>) -> Response {
@@ -38,7 +37,7 @@ pub struct SignInForm {
 pub async fn submit(
     State(c): State<Console>,
     headers: HeaderMap,
-    Form(f): Form<SignInForm>,
+    Posted(f): Posted<SignInForm>,
 ) -> Result<Response, UiError> {
     // No session yet, so no token: a sign-in posted from another site is refused by origin.
     if !session::same_origin(&headers) {
@@ -71,7 +70,7 @@ pub async fn submit(
 pub async fn sign_out(
     State(c): State<Console>,
     ctx: Ctx,
-    Form(f): Form<TokenForm>,
+    Posted(f): Posted<TokenForm>,
 ) -> Result<Response, UiError> {
     ctx.check_post(&f.csrf)?;
     c.0.sessions.close(&ctx.session_id);

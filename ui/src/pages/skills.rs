@@ -2,7 +2,6 @@
 //! buttons (review, promote, deprecate, yank, unyank, rollback), and a version's manifest,
 //! files and digest.
 
-use axum::Form;
 use axum::extract::{Path, Query, State};
 use maud::{Markup, html};
 use registry_core::principal::Role;
@@ -13,6 +12,7 @@ use registry_skills::{
 use serde::Deserialize;
 
 use crate::layout::{csrf_field, field, json, page, post_button, scroll, status, to_json};
+use crate::pages::Posted;
 use crate::{Console, Ctx, Page, UiError, see_other};
 
 #[derive(Debug, Deserialize)]
@@ -219,7 +219,7 @@ pub async fn act(
     State(c): State<Console>,
     ctx: Ctx,
     Path((name, version, action)): Path<(String, String, String)>,
-    Form(f): Form<ActForm>,
+    Posted(f): Posted<ActForm>,
 ) -> Page {
     ctx.check_post(&f.csrf)?;
     let p = ctx.principal.clone();
@@ -278,7 +278,7 @@ pub async fn rollback(
     State(c): State<Console>,
     ctx: Ctx,
     Path(name): Path<String>,
-    Form(f): Form<RollbackForm>,
+    Posted(f): Posted<RollbackForm>,
 ) -> Page {
     ctx.check_post(&f.csrf)?;
     let p = ctx.principal.clone();
