@@ -13,3 +13,4 @@ mod memory;
 mod retrieval;
 mod security;
 mod skills;
+mod ui;
