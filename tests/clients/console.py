@@ -141,7 +141,7 @@ with sync_playwright() as pw:
     # Derivation around the document: its chunks below it.
     visit(page, "derivation", f"/ui/derivation?id={cfg['document_id']}")
     step("derivation_edges", page.get_by_test_id("edges").locator("tbody tr").count())
-    step("derivation_svg", page.locator("svg.graph[role=img]").count())
+    step("derivation_svg", page.locator("svg.graph[role=group]").count())
 
     # Deletions: open the receipt from the list.
     visit(page, "deletions", "/ui/deletions")

@@ -90,7 +90,8 @@ pub struct Node {
 }
 
 /// The graph in layers, top to bottom (ancestors above, descendants below), edges as lines
-/// from parent to child; each node links to its own graph.
+/// from parent to child; each node links to its own graph (so the figure is a labelled group,
+/// not an image: an image's children cannot be links).
 pub fn graph(root: &str, nodes: &[Node], edges: &[(String, String, String)]) -> Markup {
     let mut layers: std::collections::BTreeMap<i32, Vec<&Node>> = Default::default();
     for n in nodes {
@@ -115,7 +116,7 @@ pub fn graph(root: &str, nodes: &[Node], edges: &[(String, String, String)]) -> 
         edges.len()
     );
     html! {
-        svg class="graph" viewBox=(format!("0 0 {w:.0} {h:.0}")) role="img" aria-label=(label) {
+        svg class="graph" viewBox=(format!("0 0 {w:.0} {h:.0}")) role="group" aria-label=(label) {
             title { (label) }
             defs {
                 marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" orient="auto" {
