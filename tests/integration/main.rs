@@ -14,3 +14,4 @@ mod memory;
 mod retrieval;
 mod security;
 mod skills;
+mod ui;

@@ -158,6 +158,8 @@ pub trait ReceiptStore: Send + Sync {
     fn get_receipt(&self, id: &str) -> CoreResult<Option<Receipt>>;
     /// Receipts not yet completed, oldest first (for resuming after a crash).
     fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>>;
+    /// A tenant's receipts (`None`: the global scope's), newest first, at most `limit`.
+    fn recent_receipts(&self, tenant: Option<&str>, limit: usize) -> CoreResult<Vec<Receipt>>;
 }
 
 /// Longest reason a caller gives for a deletion (kept in the receipt; the audit log keeps its

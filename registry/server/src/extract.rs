@@ -318,11 +318,19 @@ fn valid_context(v: &str) -> bool {
 
 /// Looks a key up by its sha256; revoked and unknown keys both answer 401.
 pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Principal, ApiError> {
-    let rec = store
-        .find_key(&sha256_hex(key))?
-        .filter(|r| r.revoked_at.is_none())
-        .ok_or_else(ApiError::unauthenticated)?;
-    Ok(Principal {
+    principal_for_key_hash(store, &sha256_hex(key))?.ok_or_else(ApiError::unauthenticated)
+}
+
+/// The principal of the key with this sha256 (`None`: unknown or revoked). The console resolves
+/// its sessions' keys through this, so both doors see the same principal.
+pub fn principal_for_key_hash(
+    store: &dyn KeyStore,
+    key_hash: &str,
+) -> Result<Option<Principal>, ApiError> {
+    let Some(rec) = store.find_key(key_hash)?.filter(|r| r.revoked_at.is_none()) else {
+        return Ok(None);
+    };
+    Ok(Some(Principal {
         tenant: rec.tenant,
         user: rec.user,
         groups: rec.groups,
@@ -334,7 +342,7 @@ pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Princ
         project: None,
         session: None,
         task: None,
-    })
+    }))
 }
 
 /// A count parameter (`limit`, `k`) within its documented bound: absent gives the default, 0

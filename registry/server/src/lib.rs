@@ -56,6 +56,7 @@ pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state.clone())
+        .merge(console(&state))
         .merge(mcp::router(state, shutdown))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
@@ -67,6 +68,16 @@ pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
         .layer(TraceLayer::new_for_http())
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// The web console at `/ui/` (outside the OpenAPI document): the same services, and keys
+/// resolved by the same lookup as the bearer authentication.
+fn console(state: &AppState) -> Router {
+    let store = state.services.backends.store.clone();
+    let lookup: registry_ui::KeyLookup = std::sync::Arc::new(move |hash: &str| {
+        extract::principal_for_key_hash(store.as_ref(), hash).map_err(|e| e.message)
+    });
+    registry_ui::router(registry_ui::Console::new(state.services.clone(), lookup))
 }
 
 async fn not_found() -> ApiError {

@@ -5,6 +5,7 @@ pub mod deletion;
 pub mod erasure;
 pub mod error;
 pub mod jobs;
+pub mod overview;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1565,6 +1565,26 @@ pub fn receipts_are_replaced_whole(make: Factory<'_>) {
         ids(ok(c, "unfinished", s.unfinished_receipts())),
         vec!["r1"]
     );
+    // Listed per tenant, newest first, bounded; the global scope's (no tenant) apart.
+    let mut global = receipt("r4", t0() + Duration::seconds(30), ReceiptStatus::Completed);
+    global.tenant = None;
+    ok(c, "put_receipt", s.put_receipt(&global));
+    let tenant = r1.tenant.clone();
+    assert_eq!(
+        ids(ok(c, "recent", s.recent_receipts(tenant.as_deref(), 10))),
+        vec!["r1", "r3", "r2"],
+        "{c}: a tenant's receipts, newest first"
+    );
+    assert_eq!(
+        ids(ok(c, "recent", s.recent_receipts(tenant.as_deref(), 2))),
+        vec!["r1", "r3"]
+    );
+    assert_eq!(
+        ids(ok(c, "recent", s.recent_receipts(None, 10))),
+        vec!["r4"],
+        "{c}: the global scope's receipts alone"
+    );
+    assert!(ok(c, "recent", s.recent_receipts(Some("other-tenant"), 10)).is_empty());
 }
 
 /// Text that no backend can index the same way, a NUL character, is refused in every stored

@@ -1112,4 +1112,22 @@ impl ReceiptStore for PgStore {
             .collect()
         })
     }
+
+    fn recent_receipts(&self, tenant: Option<&str>, limit: usize) -> CoreResult<Vec<Receipt>> {
+        if tenant.is_some_and(nul) {
+            return Ok(vec![]);
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|db| {
+            db.query(
+                "SELECT receipt FROM receipts WHERE tenant IS NOT DISTINCT FROM $1
+                 ORDER BY created_at DESC, id DESC LIMIT $2",
+                &[&tenant, &limit],
+            )
+            .map_err(pg)?
+            .iter()
+            .map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
+            .collect()
+        })
+    }
 }

@@ -898,6 +898,21 @@ impl ReceiptStore for SqliteStore {
             .map(|j| serde_json::from_str(j).map_err(be))
             .collect()
     }
+
+    fn recent_receipts(&self, tenant: Option<&str>, limit: usize) -> CoreResult<Vec<Receipt>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<String> = self.read(|c| {
+            let mut st = c.prepare(
+                "SELECT receipt FROM receipts WHERE tenant IS ?1
+                 ORDER BY created_at DESC, id DESC LIMIT ?2",
+            )?;
+            st.query_map(params![tenant, limit], |r| r.get(0))?
+                .collect()
+        })?;
+        rows.iter()
+            .map(|j| serde_json::from_str(j).map_err(be))
+            .collect()
+    }
 }
 
 impl registry_core::store::Store for SqliteStore {

@@ -1,0 +1,320 @@
+#![doc = include_str!("../README.md")]
+
+pub mod layout;
+pub mod pages;
+pub mod session;
+pub mod svg;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use registry_core::principal::Principal;
+use registry_core::{CoreError, ErrorCode};
+use registry_services::Services;
+
+use crate::session::Sessions;
+
+/// Resolves the principal of an API key from the key's sha256, exactly as the HTTP API's
+/// bearer authentication does (`Ok(None)`: unknown or revoked). The server passes its own.
+pub type KeyLookup = Arc<dyn Fn(&str) -> Result<Option<Principal>, String> + Send + Sync>;
+
+/// The console's state: the same services every other door calls, the key lookup of the HTTP
+/// API and the session table.
+#[derive(Clone)]
+pub struct Console(Arc<Inner>);
+
+struct Inner {
+    services: Services,
+    lookup: KeyLookup,
+    sessions: Sessions,
+}
+
+impl Console {
+    pub fn new(services: Services, lookup: KeyLookup) -> Console {
+        Console(Arc::new(Inner {
+            services,
+            lookup,
+            sessions: Sessions::default(),
+        }))
+    }
+
+    pub fn services(&self) -> &Services {
+        &self.0.services
+    }
+
+    /// Runs blocking work (the store, the indexes, the model) off the async workers.
+    pub async fn run<T, F>(&self, f: F) -> Result<T, UiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Services) -> Result<T, UiError> + Send + 'static,
+    {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || f(&me.0.services))
+            .await
+            .map_err(|e| UiError::internal(format!("console task failed: {e}")))?
+    }
+
+    async fn resolve(&self, key_hash: String) -> Result<Option<Principal>, UiError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || (me.0.lookup)(&key_hash))
+            .await
+            .map_err(|e| UiError::internal(e.to_string()))?
+            .map_err(UiError::internal)
+    }
+}
+
+/// The console under `/ui/`: pages, their form actions and the embedded assets.
+pub fn router(console: Console) -> Router {
+    Router::new()
+        .route("/ui", get(|| async { Redirect::to("/ui/") }))
+        .route("/ui/", get(pages::overview::page))
+        .route(
+            "/ui/sign-in",
+            get(pages::sign_in::form).post(pages::sign_in::submit),
+        )
+        .route("/ui/sign-out", post(pages::sign_in::sign_out))
+        .route("/ui/review", get(pages::review::page))
+        .route(
+            "/ui/review/memories/{id}/{decision}",
+            post(pages::review::decide_memory),
+        )
+        .route("/ui/memory", get(pages::memory::search))
+        .route("/ui/memory/{id}", get(pages::memory::record))
+        .route("/ui/knowledge", get(pages::knowledge::page))
+        .route("/ui/knowledge/{id}", get(pages::knowledge::document))
+        .route("/ui/skills", get(pages::skills::list))
+        .route("/ui/skills/{name}", get(pages::skills::skill))
+        .route(
+            "/ui/skills/{name}/versions/{version}/{action}",
+            post(pages::skills::act),
+        )
+        .route("/ui/skills/{name}/rollback", post(pages::skills::rollback))
+        .route("/ui/derivation", get(pages::derivation::page))
+        .route("/ui/deletions", get(pages::deletions::list))
+        .route("/ui/deletions/{id}", get(pages::deletions::receipt))
+        .route("/ui/audit", get(pages::audit::page))
+        .route("/ui/audit/verify", post(pages::audit::verify))
+        .route("/ui/context", get(pages::context::list))
+        .route("/ui/context/compare", get(pages::context::compare))
+        .route("/ui/context/{id}", get(pages::context::manifest))
+        .route("/ui/assets/htmx.min.js", get(htmx))
+        .route("/ui/assets/console.css", get(css))
+        .with_state(console)
+}
+
+/// htmx, vendored from its npm package (see `ui/assets/VENDORED`).
+pub const HTMX_JS: &str = include_str!("../assets/htmx.min.js");
+/// The sha256 `ui/assets/VENDORED` records for [`HTMX_JS`].
+pub const HTMX_SHA256: &str = "a0abb04f2f45a1f89d1d4844023245537e5e6014c87b144553e0607b4cc32130";
+const CSS: &str = include_str!("../assets/console.css");
+
+async fn htmx() -> Response {
+    asset("text/javascript; charset=utf-8", HTMX_JS)
+}
+
+async fn css() -> Response {
+    asset("text/css; charset=utf-8", CSS)
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A signed-in request: the principal the session's key resolves to (re-read every request),
+/// the session's CSRF token, and whether the request came from this site.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub principal: Principal,
+    pub csrf: String,
+    session_id: String,
+    same_origin: bool,
+}
+
+impl Ctx {
+    /// A state-changing request must come from this site and carry the session's token.
+    pub fn check_post(&self, token: &str) -> Result<(), UiError> {
+        if !self.same_origin {
+            return Err(UiError::forbidden("cross-site request refused"));
+        }
+        if !session::tokens_match(token, &self.csrf) {
+            return Err(UiError::forbidden("missing or invalid CSRF token"));
+        }
+        Ok(())
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.principal.is_admin()
+    }
+
+    pub fn has_role(&self, r: registry_core::principal::Role) -> bool {
+        self.principal.has_role(r)
+    }
+}
+
+impl FromRequestParts<Console> for Ctx {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, c: &Console) -> Result<Ctx, Response> {
+        let refuse = |parts: &Parts| -> Response {
+            if parts.method == Method::GET || parts.method == Method::HEAD {
+                let mut r = Redirect::to("/ui/sign-in").into_response();
+                if let Ok(v) = HeaderValue::from_str(&session::clear_cookie()) {
+                    r.headers_mut().insert(header::SET_COOKIE, v);
+                }
+                r
+            } else {
+                UiError::new(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", "sign in first")
+                    .into_response()
+            }
+        };
+        let Some(id) = session::cookie_value(&parts.headers) else {
+            return Err(refuse(parts));
+        };
+        let Some(s) = c.0.sessions.get(&id) else {
+            return Err(refuse(parts));
+        };
+        match c.resolve(s.key_hash.clone()).await {
+            Ok(Some(principal)) => Ok(Ctx {
+                principal,
+                csrf: s.csrf,
+                session_id: id,
+                same_origin: session::same_origin(&parts.headers),
+            }),
+            Ok(None) => {
+                // The key was revoked: the session ends with it.
+                c.0.sessions.close(&id);
+                Err(refuse(parts))
+            }
+            Err(e) => Err(e.into_response()),
+        }
+    }
+}
+
+/// A refusal or failure, answered as a page with the status of the API's code table.
+#[derive(Debug)]
+pub struct UiError {
+    pub status: StatusCode,
+    pub code: String,
+    pub message: String,
+}
+
+impl UiError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        UiError {
+            status,
+            code: code.to_string(),
+            message: message.into(),
+        }
+    }
+
+    pub fn forbidden(m: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", m)
+    }
+
+    pub fn not_found(m: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "NOT_FOUND", m)
+    }
+
+    pub fn validation(m: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "VALIDATION_FAILED", m)
+    }
+
+    pub fn internal(m: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %m, "console: internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "INTERNAL",
+            "internal error (see the server log)",
+        )
+    }
+
+    fn coded(code: ErrorCode, message: String) -> Self {
+        if code == ErrorCode::Internal {
+            return Self::internal(message);
+        }
+        let status =
+            StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        Self::new(status, code.as_str(), message)
+    }
+}
+
+impl From<registry_services::Error> for UiError {
+    fn from(e: registry_services::Error) -> Self {
+        Self::coded(e.code, e.message)
+    }
+}
+
+impl From<CoreError> for UiError {
+    fn from(e: CoreError) -> Self {
+        registry_services::Error::from(e).into()
+    }
+}
+
+impl From<registry_memory::Error> for UiError {
+    fn from(e: registry_memory::Error) -> Self {
+        registry_services::Error::from(e).into()
+    }
+}
+
+impl From<registry_knowledge::Error> for UiError {
+    fn from(e: registry_knowledge::Error) -> Self {
+        registry_services::Error::from(e).into()
+    }
+}
+
+impl From<registry_skills::Error> for UiError {
+    fn from(e: registry_skills::Error) -> Self {
+        registry_services::Error::from(e).into()
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let body = layout::bare(
+            &format!("{} {}", self.status.as_u16(), self.code),
+            maud::html! {
+                p role="alert" { strong { (self.code) } ": " (self.message) }
+                p { a href="/ui/" { "Back to the overview" } " · " a href="/ui/sign-in" { "Sign in" } }
+            },
+        );
+        (self.status, body).into_response()
+    }
+}
+
+/// A page or a redirect after an action.
+pub type Page = Result<Response, UiError>;
+
+/// The console's answer to a successful POST: back to `to` (POST-redirect-GET).
+pub fn see_other(to: &str) -> Response {
+    Redirect::to(to).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn vendored_htmx_matches_its_recorded_checksum() {
+        let recorded = include_str!("../assets/VENDORED")
+            .lines()
+            .find(|l| l.starts_with("htmx.org "))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .expect("VENDORED names htmx.org");
+        assert_eq!(recorded, super::HTMX_SHA256);
+        assert_eq!(
+            registry_core::hash::sha256_hex(super::HTMX_JS),
+            super::HTMX_SHA256,
+            "ui/assets/htmx.min.js is not the vendored htmx.org file; run scripts/vendor-ui.sh"
+        );
+    }
+}
