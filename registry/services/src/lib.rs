@@ -65,8 +65,9 @@ impl std::fmt::Debug for Services {
 }
 
 /// The format of the index entries this build writes. 2: every entry carries the governance
-/// tags (`sens:…`, `purpose:…`) clearance and purpose filter on.
-pub const INDEX_FORMAT: u32 = 2;
+/// tags (`sens:…`, `purpose:…`) clearance and purpose filter on. 3: skill discover entries
+/// have a vector too (semantic discovery).
+pub const INDEX_FORMAT: u32 = 3;
 
 impl Services {
     pub fn new(backends: Backends, options: Options) -> Services {
@@ -85,6 +86,7 @@ impl Services {
             store.clone(),
             b.blobs.clone(),
             b.text.clone(),
+            b.vectors.clone(),
             b.embedder.clone(),
             deletions.clone(),
         );
@@ -121,6 +123,18 @@ impl Services {
         if found >= INDEX_FORMAT {
             return Ok(0);
         }
+        let mut n = 0;
+        if found < 2 {
+            n += self.relabel_for_format_2()?;
+        }
+        if found < 3 {
+            // Skill discover entries gain their vector (embedded from the stored entries).
+            n += self.skills.reindex()?;
+        }
+        Ok(n)
+    }
+
+    fn relabel_for_format_2(&self) -> Result<usize> {
         let mut entries = self.memory.current_index_entries()?;
         entries.extend(self.knowledge.current_index_entries()?);
         let skills = self.skills.current_index_docs()?;
