@@ -192,7 +192,6 @@ impl Config {
         if !(1..=1024).contains(&self.embed_batch) {
             return bad(
                 "embed_batch",
-                "embed_model",
                 format!("{} is outside 1..1024", self.embed_batch),
             );
         }
