@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod record;
 pub mod search;
 pub mod service;
+pub mod temporal;
 
 use registry_core::CoreError;
 

@@ -66,6 +66,9 @@ pub struct Breakdown {
     pub lexical: f32,
     pub entity: f32,
     pub recency: f32,
+    /// How close the record's event date is to the time the query names ("in May 2023",
+    /// "the week before 3 August"); 0 for every hit when the query names no time.
+    pub temporal: f32,
     pub valid_time: f32,
     pub scope_distance: f32,
     pub trust: f32,
@@ -78,6 +81,7 @@ pub const WEIGHTS: Breakdown = Breakdown {
     lexical: 0.15,
     entity: 0.10,
     recency: 0.10,
+    temporal: 0.25,
     valid_time: 0.05,
     scope_distance: 0.05,
     trust: 0.05,
@@ -85,12 +89,13 @@ pub const WEIGHTS: Breakdown = Breakdown {
 };
 
 impl Breakdown {
-    fn total(&self) -> f32 {
-        let w = WEIGHTS;
+    /// The weighted mix, with `exact` outside it.
+    pub fn total(&self, w: &Breakdown) -> f32 {
         self.semantic * w.semantic
             + self.lexical * w.lexical
             + self.entity * w.entity
             + self.recency * w.recency
+            + self.temporal * w.temporal
             + self.valid_time * w.valid_time
             + self.scope_distance * w.scope_distance
             + self.trust * w.trust
@@ -211,6 +216,8 @@ impl MemoryService {
             .filter_map(|h| h.text.map(|t| t.score))
             .fold(0.0f32, f32::max);
         let query_l = normalise(&req.query);
+        let window = crate::temporal::resolve(&req.query, as_of);
+        let weights = self.weights();
         let rare = rare_query_tokens(&req.query, &recs);
         let want_entities: Vec<String> =
             req.filters.entities.iter().map(|e| normalise(e)).collect();
@@ -286,6 +293,7 @@ impl MemoryService {
                 },
                 entity: (matched as f32 / 2.0).min(1.0),
                 recency: 0.5f32.powf(age_days / RECENCY_DAYS),
+                temporal: window.map_or(0.0, |w| w.closeness(when)),
                 valid_time: if m.valid_at(as_of) { 1.0 } else { 0.0 },
                 scope_distance: 1.0 / (1.0 + distance as f32),
                 trust: trust_score(m.trust),
@@ -306,7 +314,7 @@ impl MemoryService {
                         .and_then(|v| v.as_str().map(str::to_string))
                         .unwrap_or_default()
                 ),
-                score: b.total(),
+                score: b.total(&weights),
                 breakdown: b,
                 memory: view,
             });

@@ -121,6 +121,8 @@ pub struct MemoryService {
     pub limits: Limits,
     /// Check-then-write in the gate (rules 5–6 look at one scope) is serialised per scope.
     locks: KeyedLocks,
+    /// The weights of the ranking mix ([`crate::search::WEIGHTS`] unless set), shared by clones.
+    weights: Arc<std::sync::RwLock<crate::search::Breakdown>>,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -218,7 +220,19 @@ impl MemoryService {
             stats,
             limits: Limits::default(),
             locks: KeyedLocks::new(),
+            weights: Arc::new(std::sync::RwLock::new(crate::search::WEIGHTS)),
         }
+    }
+
+    /// The weights search ranks by.
+    pub fn weights(&self) -> crate::search::Breakdown {
+        *self.weights.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the ranking weights for every clone of this service (a bench tuning them on
+    /// a development set; the defaults are [`crate::search::WEIGHTS`]).
+    pub fn set_weights(&self, w: crate::search::Breakdown) {
+        *self.weights.write().unwrap_or_else(|e| e.into_inner()) = w;
     }
 
     /// The same service sharing `locks` (every service over one store must share them).

@@ -637,6 +637,34 @@ fn reindex_re_embeds_what_another_model_made() {
     assert_eq!(again.counts["chunks"], 0);
 }
 
+#[test]
+fn a_changed_embedding_model_re_embeds_at_start_before_serving() {
+    use registry_embed::ModelChoice;
+    let data = tempfile::tempdir().unwrap();
+    let at = data.path().join("data");
+    let mid = {
+        let app = TestApp::start_with(|c| c.data_dir = at.clone());
+        let ann = app.key("acme", "ann", &["writer"], &[]);
+        remember(&app, &ann, "Ann's favourite ferry leaves at dawn")
+    };
+    let app = TestApp::start_with(|c| {
+        c.data_dir = at.clone();
+        c.embed_model = ModelChoice::MultilingualE5Small;
+    });
+    let b = &app.state.services.backends;
+    let tag = b.embedder.info().tag();
+    assert!(tag.contains("multilingual-e5-small"), "{tag}");
+    assert!(b.vectors.ids_not_made_by(&tag, 10).unwrap().is_empty());
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let (s, found) = call(app.post(
+        &ann,
+        "/v1/memories/search",
+        &json!({"query": "早上的渡轮", "k": 3}),
+    ));
+    assert_eq!(s, 200, "{found}");
+    assert_eq!(found["hits"][0]["memory"]["id"], mid.as_str(), "{found}");
+}
+
 /// Ids the text leg alone finds for `q`, as ann of acme.
 fn lexical(app: &TestApp, q: &str) -> Vec<String> {
     let f = VisibilityFilter::for_principal(&Principal::new("acme", "ann"), &[]);

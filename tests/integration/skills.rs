@@ -785,3 +785,56 @@ fn deleting_a_draft_purges_it_and_keeps_a_shared_archive() {
     let blobs = walk_files(&app.state.config.data_dir.join("blobs"));
     assert_eq!(blobs, 0, "archive blob left behind");
 }
+
+/// A skill directory whose SKILL.md carries `description`.
+fn skill_described(parent: &Path, name: &str, description: &str) -> PathBuf {
+    let dir = make_skill(parent, name, "1.0.0", ONE_TEST, "Steps.");
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\n\nSteps.\n"),
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn discovery_finds_a_skill_by_meaning_in_chinese_and_in_english() {
+    let app =
+        TestApp::start_with(|c| c.embed_model = registry_embed::ModelChoice::MultilingualE5Small);
+    let tmp = tempfile::tempdir().unwrap();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let rita = app.key("acme", "rita", &["reviewer"], &[]);
+    for (name, description) in [
+        (
+            "weekly-project-report",
+            "项目周报：汇总本周项目进展、风险和下周计划，发给项目干系人。",
+        ),
+        (
+            "book-invoices",
+            "Books supplier invoices into the ledger and flags duplicates.",
+        ),
+        (
+            "rotate-credentials",
+            "Rotates database passwords and API tokens before they expire.",
+        ),
+        ("translate-docs", "把英文技术文档翻译成中文，保留术语表。"),
+    ] {
+        let (bytes, _) = pack(&skill_described(tmp.path(), name, description));
+        release(&app, &ann, &rita, &bytes, None);
+    }
+    let first = |q: &str| {
+        let hits = discover(&app, &ann, q);
+        assert!(!hits.is_empty(), "{q}: nothing discovered");
+        hits[0]["name"].as_str().unwrap().to_string()
+    };
+    // No word in common with the description: only the vector leg can find it.
+    assert_eq!(first("进度报告"), "weekly-project-report");
+    assert_eq!(
+        first("record a bill from a vendor in accounting"),
+        "book-invoices"
+    );
+    assert_eq!(first("renew expiring secrets"), "rotate-credentials");
+    // Visibility is applied inside both legs: another tenant finds nothing by meaning either.
+    let bob = app.key("globex", "bob", &["writer"], &[]);
+    assert!(discover(&app, &bob, "进度报告").is_empty());
+}

@@ -30,6 +30,10 @@ pub struct Cli {
     /// Directory holding the embedding model and ONNX Runtime.
     #[arg(long, global = true)]
     pub model_dir: Option<PathBuf>,
+    /// Embedding model (overrides the file and REGISTRY_EMBED_MODEL): all-MiniLM-L6-v2 or
+    /// multilingual-e5-small.
+    #[arg(long, global = true)]
+    pub embed_model: Option<registry_embed::ModelChoice>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -137,6 +141,7 @@ impl Cli {
             data_dir: self.data_dir.clone(),
             bind,
             model_dir: self.model_dir.clone(),
+            embed_model: self.embed_model,
         };
         Ok(Config::load(self.config.as_deref(), &cli)?)
     }

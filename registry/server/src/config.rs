@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use figment::Figment;
 use figment::providers::{Env, Format, Serialized, Toml};
+use registry_embed::ModelChoice;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -23,6 +24,11 @@ pub struct Config {
     pub embed_threads: usize,
     /// Texts per embedding batch.
     pub embed_batch: usize,
+    /// Which pinned embedding model embeds memories, chunks and skill descriptions (env
+    /// `REGISTRY_EMBED_MODEL`, flag `--embed-model`). The vector index takes the model's
+    /// dimension. Changing it on a data directory re-embeds, at the next start and before
+    /// serving, every vector another model made (the work of `registry jobs run reindex`).
+    pub embed_model: ModelChoice,
     /// Per-request time limit, in seconds.
     pub request_timeout_secs: u64,
     /// `Host` values `/mcp` accepts (DNS-rebinding protection); `"*"` accepts any. Add the
@@ -76,6 +82,7 @@ impl Default for Config {
             model_dir: None,
             embed_threads: 2,
             embed_batch: 32,
+            embed_model: ModelChoice::default(),
             request_timeout_secs: 60,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             mcp_max_sessions_per_key: 16,
@@ -95,6 +102,8 @@ pub struct CliOverrides {
     pub bind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embed_model: Option<ModelChoice>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +126,7 @@ const ENV_KEYS: &[&str] = &[
     "model_dir",
     "embed_threads",
     "embed_batch",
+    "embed_model",
     "request_timeout_secs",
     "mcp_allowed_hosts",
     "mcp_max_sessions_per_key",
@@ -285,6 +295,20 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(Config::load(None, &cli).unwrap().bind, "127.0.0.1:9002");
+            assert_eq!(c.embed_model, ModelChoice::default());
+            jail.set_env("REGISTRY_EMBED_MODEL", "multilingual-e5-small");
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(c.embed_model, ModelChoice::MultilingualE5Small);
+            let cli = CliOverrides {
+                embed_model: Some(ModelChoice::AllMiniLmL6V2),
+                ..Default::default()
+            };
+            let c = Config::load(None, &cli).unwrap();
+            assert_eq!(c.embed_model, ModelChoice::AllMiniLmL6V2);
+            jail.set_env("REGISTRY_EMBED_MODEL", "bge-m3");
+            let e = Config::load(None, &CliOverrides::default()).unwrap_err();
+            assert!(e.to_string().contains("bge-m3"), "{e}");
+            jail.set_env("REGISTRY_EMBED_MODEL", "multilingual-e5-small");
             jail.set_env("REGISTRY_BIND", "nowhere");
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
             assert!(e.to_string().contains("`bind`"), "{e}");

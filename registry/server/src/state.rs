@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use registry_core::deadline::Deadline;
 use registry_core::principal::Principal;
-use registry_embed::{EmbedderConfig, MiniLmEmbedder};
+use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 use registry_services::{Backends, Options, Services};
 use registry_store_sqlite::{FsBlobStore, SqliteStore, StoreOptions};
 use registry_text_index::TantivyTextIndex;
@@ -50,6 +50,17 @@ pub enum StartError {
     TextIndex(#[from] registry_text_index::Error),
     #[error("cannot open the vector index: {0}")]
     VectorIndex(#[from] registry_vector_index::Error),
+    #[error(
+        "the vector index in {dir} holds {found}-dimensional vectors, but the configured \
+         embedding model {model} makes {want}-dimensional ones; set embed_model back, or move \
+         {dir} aside and run `registry jobs run reindex` to re-embed everything"
+    )]
+    ModelDimension {
+        dir: String,
+        model: ModelChoice,
+        found: usize,
+        want: usize,
+    },
     #[error("cannot restore the indexes from the store: {0}")]
     Recover(String),
 }
@@ -125,6 +136,26 @@ pub fn open_store(config: &Config, readers: usize) -> Result<SqliteStore, StartE
     )?)
 }
 
+/// Opens the vector index with the dimension of `model`; an index made for another
+/// dimension stops the start with what to do.
+fn open_vectors(
+    dir: &std::path::Path,
+    model: ModelChoice,
+) -> Result<EmbeddedVectorIndex, StartError> {
+    let path = dir.join("vectors");
+    match EmbeddedVectorIndex::open(&path, model.spec().dim) {
+        Err(registry_vector_index::Error::Dimension { want, got }) => {
+            Err(StartError::ModelDimension {
+                dir: path.display().to_string(),
+                model,
+                found: want,
+                want: got,
+            })
+        }
+        other => Ok(other?),
+    }
+}
+
 impl AppState {
     /// Opens (and migrates) everything under `config.data_dir`: the embedded backends (SQLite,
     /// blobs, tantivy, the vector index, the local model) and the services over them.
@@ -150,11 +181,9 @@ impl AppState {
             store,
             blobs: Arc::new(FsBlobStore::open(dir.join("blobs")).map_err(io)?),
             text: text.clone(),
-            vectors: Arc::new(EmbeddedVectorIndex::open(
-                dir.join("vectors"),
-                registry_embed::DIM,
-            )?),
-            embedder: Arc::new(MiniLmEmbedder::new(EmbedderConfig {
+            vectors: Arc::new(open_vectors(&dir, config.embed_model)?),
+            embedder: Arc::new(OnnxEmbedder::new(EmbedderConfig {
+                model: config.embed_model,
                 model_dir: config.model_dir.clone(),
                 batch_size: config.embed_batch,
                 threads: Some(config.embed_threads),
@@ -186,6 +215,16 @@ impl AppState {
             if n > 0 {
                 tracing::info!(entries = n, from = found, "re-labelled the indexes");
             }
+        }
+        // Vectors another model made (the configured model changed) are re-embedded before
+        // serving: a query vector is never compared with another model's vectors.
+        if services.has_foreign_vectors().map_err(recover)? {
+            tracing::warn!(model = %config.embed_model, "re-embedding vectors another model made");
+            let report = services.run_job("reindex").map_err(recover)?;
+            if let Some(e) = report.error {
+                return Err(StartError::Recover(format!("re-embedding failed: {e}")));
+            }
+            tracing::info!(counts = %report.counts, "re-embedded with the configured model");
         }
         let n = services.recover_deferred_text().map_err(recover)?;
         if n > 0 {

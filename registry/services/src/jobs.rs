@@ -116,12 +116,22 @@ impl Services {
         }
     }
 
+    /// Whether any vector in the index was made by a model other than the embedder's (the
+    /// configured model changed since it was written).
+    pub fn has_foreign_vectors(&self) -> Result<bool> {
+        let b = &self.backends;
+        Ok(!b
+            .vectors
+            .ids_not_made_by(&b.embedder.info().tag(), 1)?
+            .is_empty())
+    }
+
     /// Re-embeds every entry whose vector another model made (the model tag is stored beside
-    /// each vector), memories and knowledge chunks alike. Idempotent: a rerun finds nothing.
+    /// each vector): memories, knowledge chunks and skill discover entries alike. Idempotent: a rerun finds nothing.
     fn reindex(&self) -> Result<serde_json::Value> {
         let b = &self.backends;
         let tag = b.embedder.info().tag();
-        let (mut memories, mut chunks, mut other) = (0, 0, 0);
+        let (mut memories, mut chunks, mut skills, mut other) = (0, 0, 0, 0);
         loop {
             let stale = b.vectors.ids_not_made_by(&tag, 512)?;
             if stale.is_empty() {
@@ -142,10 +152,15 @@ impl Services {
                 .filter(|r| r.meta.kind == AssetKind::Chunk)
                 .map(|r| r.meta.id.clone())
                 .collect();
-            let before = (memories, chunks);
+            let before = (memories, chunks, skills);
             memories += self.memory.reindex(&mem)?;
             if !chunk_ids.is_empty() {
                 chunks += self.knowledge.reindex_only(Some(chunk_ids))?;
+            }
+            // Skill discover entries: every current one is re-embedded at once (a few per
+            // tenant); a pointer with no current release has its vector dropped.
+            if recs.iter().any(|r| r.meta.kind == AssetKind::SkillVersion) {
+                skills += self.skills.reindex()?;
             }
             // Vectors with no servable asset behind them (revoked, superseded) are dropped
             // rather than re-embedded, so the loop always makes progress.
@@ -155,7 +170,7 @@ impl Services {
                 other += stuck.len();
                 b.vectors.delete(&stuck)?;
             }
-            if before == (memories, chunks) && stuck.is_empty() {
+            if before == (memories, chunks, skills) && stuck.is_empty() {
                 break;
             }
         }
@@ -163,6 +178,7 @@ impl Services {
             "model": tag,
             "memories": memories,
             "chunks": chunks,
+            "skills": skills,
             "dropped_unservable": other,
         }))
     }

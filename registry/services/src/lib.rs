@@ -66,8 +66,9 @@ impl std::fmt::Debug for Services {
 }
 
 /// The format of the index entries this build writes. 2: every entry carries the governance
-/// tags (`sens:…`, `purpose:…`) clearance and purpose filter on.
-pub const INDEX_FORMAT: u32 = 2;
+/// tags (`sens:…`, `purpose:…`) clearance and purpose filter on. 3: skill discover entries
+/// have a vector too (semantic discovery).
+pub const INDEX_FORMAT: u32 = 3;
 
 impl Services {
     pub fn new(backends: Backends, options: Options) -> Services {
@@ -86,6 +87,7 @@ impl Services {
             store.clone(),
             b.blobs.clone(),
             b.text.clone(),
+            b.vectors.clone(),
             b.embedder.clone(),
             deletions.clone(),
         );
@@ -122,7 +124,15 @@ impl Services {
         if found >= INDEX_FORMAT {
             return Ok(0);
         }
-        self.rewrite_text_entries(true)
+        let mut n = 0;
+        if found < 2 {
+            n += self.rewrite_text_entries(true)?;
+        }
+        if found < 3 {
+            // Skill discover entries gain their vector (embedded from the stored entries).
+            n += self.skills.reindex()?;
+        }
+        Ok(n)
     }
 
     /// Re-writes every text entry from the store (memories, knowledge chunks, skills), for a

@@ -8,7 +8,10 @@
 //!   (archive in the blob store, keyed by the archive's sha256) never changes;
 //! - one release pointer per (scope, name) (kind `SkillVersion`, `lookup_key` = `release:NAME`,
 //!   a key no skill name can take) names the current release and carries its discover entry.
-//!   Only pointers are in the text index, so discovery is one BM25 query plus one lookup by id.
+//!   Only pointers are in the indexes (text and vector: the discover entry's name,
+//!   description and applicability, embedded as a stored text), so discovery is one BM25 query
+//!   and one vector query, both filtered by visibility before ranking, fused by reciprocal rank,
+//!   plus one lookup by id.
 //!
 //! Every step is one `commit`: the new version, the pointer move (if any) and the audit event.
 //! Writes are serialised per (tenant, skill name) by the service's locks, so check-then-write
@@ -21,7 +24,9 @@ use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind, Trust};
 use registry_core::audit::AuditDraft;
 use registry_core::principal::Principal;
-use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, TextIndex, VisibilityFilter};
+use registry_core::retrieval::{
+    Embedder, IndexKeys, TextDoc, TextIndex, VectorEntry, VectorIndex, VisibilityFilter,
+};
 use registry_core::store::{AssetQuery, AssetStore, BlobStore, WriteOp};
 use registry_core::{CoreError, ErrorCode, Scope};
 use serde::{Deserialize, Serialize};
@@ -45,6 +50,7 @@ pub struct SkillsService {
     pub(crate) store: Arc<dyn AssetStore>,
     pub(crate) blobs: Arc<dyn BlobStore>,
     pub(crate) text: Arc<dyn TextIndex>,
+    pub(crate) vectors: Arc<dyn VectorIndex>,
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) deleter: Arc<dyn Deleter>,
     pub(crate) archives: Arc<ArchiveCache>,
@@ -63,6 +69,7 @@ impl SkillsService {
         store: Arc<dyn AssetStore>,
         blobs: Arc<dyn BlobStore>,
         text: Arc<dyn TextIndex>,
+        vectors: Arc<dyn VectorIndex>,
         embedder: Arc<dyn Embedder>,
         deleter: Arc<dyn Deleter>,
     ) -> Self {
@@ -70,6 +77,7 @@ impl SkillsService {
             store,
             blobs,
             text,
+            vectors,
             embedder,
             deleter,
             archives: Arc::new(ArchiveCache::default()),
@@ -839,10 +847,72 @@ enum IndexOp {
 
 fn apply_index(s: &SkillsService, op: IndexOp) -> Result<()> {
     match op {
-        IndexOp::Upsert(d) => s.text.upsert(&[d])?,
-        IndexOp::Delete(id) => s.text.delete(&[id])?,
+        IndexOp::Upsert(d) => upsert_docs(s, &[d])?,
+        IndexOp::Delete(id) => {
+            s.text.delete(std::slice::from_ref(&id))?;
+            s.vectors.delete(&[id])?;
+        }
     }
     Ok(())
+}
+
+/// Writes discover entries into both indexes: the text as it is, and its embedding.
+fn upsert_docs(s: &SkillsService, docs: &[TextDoc]) -> Result<()> {
+    let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
+    let tag = s.embedder.info().tag();
+    let mut entries = Vec::with_capacity(docs.len());
+    for (batch, texts) in docs.chunks(32).zip(texts.chunks(32)) {
+        let fitted: Vec<&str> = texts
+            .iter()
+            .map(|t| {
+                s.embedder
+                    .prefix_within(t, s.embedder.info().max_tokens.saturating_sub(16))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        for (d, v) in batch.iter().zip(s.embedder.embed(&fitted)?) {
+            entries.push(VectorEntry {
+                keys: d.keys.clone(),
+                vector: v,
+                model: tag.clone(),
+            });
+        }
+    }
+    s.text.upsert(docs)?;
+    s.vectors.upsert(&entries)?;
+    Ok(())
+}
+
+/// Reciprocal-rank constant of discovery's fusion (the engine's default).
+const RRF_K: f32 = 60.0;
+/// How far below the best cosine a vector-only hit may be and still be listed.
+const DENSE_ONLY_MARGIN: f32 = 0.05;
+
+/// Ids of the discover entries for `q`, best first: the text and vector legs, each filtered by
+/// `filter` inside its index, fused by reciprocal rank.
+fn discover_ids(
+    s: &SkillsService,
+    q: &str,
+    filter: &VisibilityFilter,
+    k: usize,
+) -> Result<Vec<String>> {
+    let text = s.text.search(q, filter, k)?;
+    let qv = s.embedder.embed_query(&[q])?.pop().unwrap_or_default();
+    let mut dense = s.vectors.search(&qv, filter, k)?;
+    // A vector leg ranks every entry; one the text leg did not find is kept only when it is
+    // about as close as the closest, so a query matching nothing does not list everything.
+    let best = dense.first().map_or(0.0, |h| h.score);
+    dense.retain(|h| {
+        h.score >= best - DENSE_ONLY_MARGIN || text.iter().any(|t| t.asset_id == h.asset_id)
+    });
+    let mut fused: std::collections::HashMap<String, f32> = Default::default();
+    for leg in [&text, &dense] {
+        for (rank, h) in leg.iter().enumerate() {
+            *fused.entry(h.asset_id.clone()).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+        }
+    }
+    let mut ids: Vec<(String, f32)> = fused.into_iter().collect();
+    ids.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(ids.into_iter().map(|(id, _)| id).collect())
 }
 
 fn discover_text(e: &DiscoverView) -> String {
@@ -1436,7 +1506,7 @@ pub(crate) fn current_release(
     )
 }
 
-/// Discovery: BM25 over the current releases the principal may see.
+/// Discovery: BM25 and dense vectors over the current releases the principal may see.
 pub(crate) fn discover(
     s: &SkillsService,
     p: &Principal,
@@ -1447,8 +1517,7 @@ pub(crate) fn discover(
         .with_tags(vec![DISCOVER_TAG.into()]);
     let recs = match q.map(str::trim).filter(|q| !q.is_empty()) {
         Some(q) => {
-            let hits = s.text.search(q, &filter, limit * 2)?;
-            let ids: Vec<String> = hits.iter().map(|h| h.asset_id.clone()).collect();
+            let ids = discover_ids(s, q, &filter, limit * 2)?;
             let mut recs = s.store.find(&AssetQuery {
                 ids: Some(ids.clone()),
                 heads_only: true,
@@ -1533,10 +1602,11 @@ pub(crate) fn reindex(s: &SkillsService) -> Result<usize> {
             None => gone.push(r.meta.id.clone()),
         }
     }
-    for chunk in docs.chunks(1000) {
-        s.text.upsert(chunk)?;
+    for chunk in docs.chunks(256) {
+        upsert_docs(s, chunk)?;
     }
     s.text.delete(&gone)?;
+    s.vectors.delete(&gone)?;
     Ok(docs.len())
 }
 

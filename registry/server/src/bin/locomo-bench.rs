@@ -1,0 +1,481 @@
+//! LoCoMo memory-recall benchmark over the HTTP API. Prints figures; asserts nothing.
+//!
+//! `locomo-bench [--data FILE] [--data-dir DIR] [--search-only] [--embed-model NAME] [--k N]
+//! [--misses N] [--weights SETS]`
+//!
+//! Serves the registry in-process on a loopback port over `DIR` (default: a fresh temporary
+//! directory) and talks to it with plain HTTP/1.1 requests, as a harness would. Every turn of
+//! every conversation in `FILE` (default `$REGISTRY_SHARED_DATA/locomo-dev/locomo-dev.json`) is
+//! written with `POST /v1/memories` as an episodic memory of that conversation's user (one key
+//! per conversation): the turn's text (and the caption of a shared photo, which is part of the
+//! turn), its speaker, its session's date and label, the entities the bench extracts from the
+//! text (capitalised names, see [`entities`]; a harness would bring its own), and the turn's
+//! `dia_id` as evidence. Then every question of categories 1–4 is asked with
+//! `POST /v1/memories/search` (k 5) and scored by turn recall@5: the fraction of the question's
+//! evidence turns among the hits. Category 5 (adversarial, no answer) is left out, as the data
+//! set's README says. `--search-only` reuses the turns an earlier run wrote into `DIR`.
+//!
+//! `--weights "semantic=0.5,lexical=0.2;semantic=0.3"` scores the questions once per set (`;`
+//! between sets, each `signal=weight` over the defaults of `registry_memory::search::WEIGHTS`):
+//! for tuning the ranking mix on these development conversations only.
+//!
+//! LoCoMo's categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use registry_memory::search::Breakdown;
+use registry_server::cli::{CreateKey, create_key};
+use registry_server::config::Config;
+use registry_server::state::AppState;
+use serde_json::{Value, json};
+
+const CATEGORIES: [(u64, &str); 4] = [
+    (1, "multi-hop"),
+    (2, "temporal"),
+    (3, "open-domain"),
+    (4, "single-hop"),
+];
+
+/// Which turns each memory holds, kept in the data directory for `--search-only`.
+const MAP_FILE: &str = "locomo-turns.json";
+
+struct Options {
+    data: PathBuf,
+    data_dir: Option<PathBuf>,
+    search_only: bool,
+    embed_model: Option<registry_embed::ModelChoice>,
+    k: usize,
+    misses: usize,
+    weights: Vec<String>,
+}
+
+fn parse_args() -> anyhow::Result<Options> {
+    let shared = std::env::var_os("REGISTRY_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
+        });
+    let mut o = Options {
+        data: shared.join("locomo-dev/locomo-dev.json"),
+        data_dir: None,
+        search_only: false,
+        embed_model: None,
+        k: 5,
+        misses: 0,
+        weights: vec![],
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--data" => o.data = value()?.into(),
+            "--data-dir" => o.data_dir = Some(value()?.into()),
+            "--search-only" => o.search_only = true,
+            "--embed-model" => o.embed_model = Some(value()?.parse().map_err(anyhow::Error::msg)?),
+            "--k" => o.k = value()?.parse()?,
+            "--misses" => o.misses = value()?.parse()?,
+            "--weights" => o.weights = value()?.split(';').map(str::to_string).collect(),
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    Ok(o)
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the status and the JSON body.
+fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let payload = serde_json::to_vec(body)?;
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        payload.len()
+    )?;
+    s.write_all(&payload)?;
+    let mut raw = vec![];
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of headers")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .context("no status")?
+        .parse()?;
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body)?;
+    }
+    let v = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).with_context(|| format!("{status}: body is not JSON"))?
+    };
+    Ok((status, v))
+}
+
+fn dechunk(mut b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = vec![];
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("bad chunk")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol])?.trim(), 16)?;
+        b = &b[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// `1:56 pm on 8 May, 2023` as UTC.
+fn session_date(s: &str) -> anyhow::Result<DateTime<Utc>> {
+    let t = NaiveDateTime::parse_from_str(&s.to_ascii_uppercase(), "%I:%M %p ON %d %B, %Y")
+        .with_context(|| format!("session date {s:?}"))?;
+    Ok(t.and_utc())
+}
+
+/// Words that start a sentence or are capitalised without naming anything.
+const NOT_NAMES: &[&str] = &[
+    "I", "I'm", "I've", "I'll", "I'd", "The", "A", "An", "And", "But", "So", "It", "It's", "That",
+    "That's", "This", "What", "Wow", "Hey", "Hi", "Thanks", "Thank", "Yes", "Yeah", "No", "Oh",
+    "Sure", "Well", "My", "You", "Your", "We", "They", "He", "She", "Good", "Great", "Awesome",
+    "Nice", "Cool", "Glad", "Sounds", "Haha", "Bye", "Take", "See", "Let", "Let's",
+];
+
+/// Capitalised words (names of people, places, works, events) with the speaker: a stand-in for
+/// the entity extraction a harness does before it writes.
+fn entities(speaker: &str, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = vec![speaker.to_string()];
+    for w in text.split(|c: char| {
+        c.is_whitespace() || matches!(c, ',' | '.' | '!' | '?' | ';' | ':' | '"' | '(' | ')')
+    }) {
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+        let w = w.strip_suffix("'s").unwrap_or(w);
+        if w.chars().count() > 1
+            && w.chars().next().is_some_and(char::is_uppercase)
+            && !NOT_NAMES.contains(&w)
+            && !out.iter().any(|e| e == w)
+        {
+            out.push(w.to_string());
+        }
+    }
+    out
+}
+
+fn evidence_of(q: &Value) -> Vec<String> {
+    q["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .flat_map(|e| e.split([';', ' ', ',']))
+        .map(str::trim)
+        .filter(|e| e.starts_with('D'))
+        .map(str::to_string)
+        .collect()
+}
+
+fn start_server(config: Config) -> anyhow::Result<(AppState, SocketAddr)> {
+    let state = AppState::open(config)?;
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let st = state.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            registry_server::serve_until(st, listener, std::future::pending())
+                .await
+                .expect("serve");
+        });
+    });
+    Ok((state, addr))
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[derive(Default)]
+struct Tally {
+    questions: usize,
+    recall: f64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = parse_args()?;
+    let convs: Vec<Value> = serde_json::from_slice(
+        &std::fs::read(&o.data).with_context(|| format!("reading {}", o.data.display()))?,
+    )?;
+    let tmp = std::env::temp_dir().join(format!("locomo-bench-{}", std::process::id()));
+    let dir = o.data_dir.clone().unwrap_or(tmp);
+    let mut config = Config {
+        data_dir: dir.clone(),
+        ..Config::default()
+    };
+    config.jobs.enabled = false;
+    if let Some(m) = o.embed_model {
+        config.embed_model = m;
+    }
+    println!(
+        "locomo-bench: {} conversations from {}, data dir {}, model {}",
+        convs.len(),
+        o.data.display(),
+        dir.display(),
+        config.embed_model
+    );
+    let (state, addr) = start_server(config)?;
+    let store = state.services.backends.store.clone();
+    let mut keys: HashMap<String, String> = HashMap::new();
+    for c in &convs {
+        let sample = c["sample_id"].as_str().context("sample_id")?.to_string();
+        let (_, secret) = create_key(
+            store.as_ref(),
+            &CreateKey {
+                tenant: Some("locomo".into()),
+                user: sample.clone(),
+                roles: vec!["writer".into()],
+                ..Default::default()
+            },
+        )?;
+        keys.insert(sample, secret);
+    }
+
+    // memory id -> the turns it holds (a merged duplicate holds several), per conversation.
+    let map_path = dir.join(MAP_FILE);
+    let turns: HashMap<String, HashMap<String, Vec<String>>> = if o.search_only {
+        serde_json::from_slice(&std::fs::read(&map_path).with_context(|| {
+            format!(
+                "{}: run once without --search-only first",
+                map_path.display()
+            )
+        })?)?
+    } else {
+        write_turns(addr, &convs, &keys, &map_path)?
+    };
+
+    let defaults = state.services.memory.weights();
+    let sets = if o.weights.is_empty() {
+        vec![String::new()]
+    } else {
+        o.weights.clone()
+    };
+    for set in sets {
+        let w = weights_from(defaults, &set)?;
+        state.services.memory.set_weights(w);
+        println!("weights {}", serde_json::to_string(&w)?);
+        score(addr, &o, &convs, &keys, &turns)?;
+    }
+    Ok(())
+}
+
+/// `defaults` with the `signal=weight` pairs of `set` applied.
+fn weights_from(defaults: Breakdown, set: &str) -> anyhow::Result<Breakdown> {
+    let mut v = serde_json::to_value(defaults)?;
+    for pair in set.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, w) = pair.split_once('=').context("weights are signal=value")?;
+        let slot = v
+            .get_mut(name.trim())
+            .with_context(|| format!("no signal {name:?}"))?;
+        *slot = json!(w.trim().parse::<f32>()?);
+    }
+    Ok(serde_json::from_value(v)?)
+}
+
+type Turns = HashMap<String, HashMap<String, Vec<String>>>;
+
+fn score(
+    addr: SocketAddr,
+    o: &Options,
+    convs: &[Value],
+    keys: &HashMap<String, String>,
+    turns: &Turns,
+) -> anyhow::Result<()> {
+    let mut overall = Tally::default();
+    let mut by_cat: BTreeMap<u64, Tally> = BTreeMap::new();
+    let mut lat = vec![];
+    let mut misses_shown = 0;
+    for c in convs {
+        let sample = c["sample_id"].as_str().unwrap_or_default();
+        let key = &keys[sample];
+        let held = &turns[sample];
+        for q in c["qa"].as_array().into_iter().flatten() {
+            let cat = q["category"].as_u64().unwrap_or(0);
+            if !(1..=4).contains(&cat) {
+                continue;
+            }
+            let want = evidence_of(q);
+            if want.is_empty() {
+                continue;
+            }
+            let question = q["question"].as_str().unwrap_or_default();
+            let t = Instant::now();
+            let (s, r) = http(
+                addr,
+                "POST",
+                "/v1/memories/search",
+                key,
+                &json!({"query": question, "k": o.k}),
+            )?;
+            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+            if s != 200 {
+                bail!("search {question:?}: {s} {r}");
+            }
+            let got: HashSet<&str> = r["hits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|h| h["memory"]["id"].as_str())
+                .filter_map(|id| held.get(id))
+                .flatten()
+                .map(String::as_str)
+                .collect();
+            let found = want.iter().filter(|w| got.contains(w.as_str())).count();
+            let recall = found as f64 / want.len() as f64;
+            if recall < 1.0 && misses_shown < o.misses {
+                misses_shown += 1;
+                let texts: Vec<String> = r["hits"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|h| {
+                        let id = h["memory"]["id"].as_str().unwrap_or_default();
+                        format!(
+                            "{:?} {:.3} {}",
+                            held.get(id),
+                            h["score"].as_f64().unwrap_or(0.0),
+                            h["memory"]["content"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                println!(
+                    "MISS [{cat}] {question} want {want:?} recall {recall:.2}\n  {}",
+                    texts.join("\n  ")
+                );
+            }
+            for t in [&mut overall, by_cat.entry(cat).or_default()] {
+                t.questions += 1;
+                t.recall += recall;
+            }
+        }
+    }
+    println!("turn recall@{} over {} questions:", o.k, overall.questions);
+    println!(
+        "  overall      {:.3}",
+        overall.recall / overall.questions.max(1) as f64
+    );
+    for (cat, name) in CATEGORIES {
+        if let Some(t) = by_cat.get(&cat) {
+            println!(
+                "  {cat} {name:<11} {:.3} ({} questions)",
+                t.recall / t.questions.max(1) as f64,
+                t.questions
+            );
+        }
+    }
+    println!(
+        "search latency over HTTP: p50 {:.1} ms, p95 {:.1} ms",
+        pct(&mut lat.clone(), 0.5),
+        pct(&mut lat, 0.95)
+    );
+    Ok(())
+}
+
+fn write_turns(
+    addr: SocketAddr,
+    convs: &[Value],
+    keys: &HashMap<String, String>,
+    map_path: &Path,
+) -> anyhow::Result<HashMap<String, HashMap<String, Vec<String>>>> {
+    let mut all: HashMap<String, HashMap<String, Vec<String>>> = HashMap::new();
+    let mut decisions: BTreeMap<String, usize> = BTreeMap::new();
+    let mut lat = vec![];
+    let started = Instant::now();
+    for c in convs {
+        let sample = c["sample_id"].as_str().unwrap_or_default().to_string();
+        let key = &keys[&sample];
+        let conv = &c["conversation"];
+        let held = all.entry(sample.clone()).or_default();
+        for n in 1.. {
+            let Some(session) = conv[format!("session_{n}")].as_array() else {
+                break;
+            };
+            let date = session_date(
+                conv[format!("session_{n}_date_time")]
+                    .as_str()
+                    .unwrap_or_default(),
+            )?;
+            for turn in session {
+                let speaker = turn["speaker"].as_str().unwrap_or_default();
+                let dia = turn["dia_id"].as_str().unwrap_or_default();
+                let mut content = turn["text"].as_str().unwrap_or_default().to_string();
+                if let Some(cap) = turn["blip_caption"].as_str() {
+                    content.push_str(&format!(" [shares a photo: {cap}]"));
+                }
+                let body = json!({
+                    "class": "episodic",
+                    "content": content,
+                    "speaker": speaker,
+                    "session_date": date,
+                    "session_label": format!("session_{n}"),
+                    "entities": entities(speaker, &content),
+                    "evidence": [dia],
+                });
+                let t = Instant::now();
+                let (s, r) = http(addr, "POST", "/v1/memories", key, &body)?;
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !(200..300).contains(&s) {
+                    *decisions.entry(format!("http {s}")).or_default() += 1;
+                    continue;
+                }
+                *decisions
+                    .entry(r["decision"].as_str().unwrap_or("?").to_string())
+                    .or_default() += 1;
+                if let Some(id) = r["id"].as_str() {
+                    held.entry(id.to_string())
+                        .or_default()
+                        .push(dia.to_string());
+                }
+            }
+        }
+    }
+    println!(
+        "wrote {} turns in {:.1} s over HTTP: write p50 {:.1} ms, p95 {:.1} ms; decisions {decisions:?}",
+        lat.len(),
+        started.elapsed().as_secs_f64(),
+        pct(&mut lat.clone(), 0.5),
+        pct(&mut lat, 0.95)
+    );
+    std::fs::write(map_path, serde_json::to_vec(&all)?)?;
+    Ok(all)
+}
