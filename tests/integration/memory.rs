@@ -1258,3 +1258,107 @@ fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
         2
     );
 }
+
+/// Ranks two memories that say the same thing (they differ only in a ticket number the query
+/// does not name) and answers their ids in rank order.
+fn ranked(app: &TestApp, key: &Key, query: &str, ids: [&str; 2]) -> Vec<String> {
+    let (s, res) = call(app.post(
+        key,
+        "/v1/memories/search",
+        &json!({"query": query, "k": 10}),
+    ));
+    assert_eq!(s, 200, "{res}");
+    res["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["memory"]["id"].as_str())
+        .filter(|id| ids.contains(id))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Feedback, trust and recency each move a ranking, in both directions, so that neither the
+/// texts' own similarity nor the order of writing decides: the same pair is given the signal
+/// one way, then the other.
+#[test]
+fn feedback_trust_and_recency_each_change_a_ranking() {
+    let app = TestApp::start();
+    let query = "where is the printer of the Lisbon office";
+    let pair = |key: &Key, extra: [Value; 2]| -> [String; 2] {
+        let mut out = vec![];
+        for (n, e) in ["4417", "9032"].iter().zip(extra) {
+            let mut body = json!({"class": "semantic", "scope": "user",
+                "content": format!("The Lisbon office printer is on the second floor (ticket {n})")});
+            body.as_object_mut()
+                .unwrap()
+                .extend(e.as_object().unwrap().clone());
+            out.push(
+                write_ok(&app, key, body)["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            );
+        }
+        [out[0].clone(), out[1].clone()]
+    };
+
+    // Feedback: harmful outcomes sink a memory below its twin, and then the twin below it.
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let [a, b] = pair(&ann, [json!({}), json!({})]);
+    let harm = |id: &str, times: usize| {
+        for t in 0..times {
+            let (s, st) = call(app.post(
+                &ann,
+                &format!("/v1/memories/{id}/feedback"),
+                &json!({"outcome": "harmful", "task": format!("t-{id}-{t}")}),
+            ));
+            assert_eq!(s, 200, "{st}");
+        }
+    };
+    harm(&a, 3);
+    assert_eq!(ranked(&app, &ann, query, [&a, &b]), [b.clone(), a.clone()]);
+    harm(&b, 6);
+    assert_eq!(ranked(&app, &ann, query, [&a, &b]), [a.clone(), b.clone()]);
+
+    // Trust: the user's own statement outranks the same text from a tool, whichever text it is.
+    for (user, sources) in [
+        ("bob", ["user_statement", "tool_result"]),
+        ("cai", ["tool_result", "user_statement"]),
+    ] {
+        let key = app.key("acme", user, &["writer"], &[]);
+        let ids = pair(
+            &key,
+            [json!({"source": sources[0]}), json!({"source": sources[1]})],
+        );
+        let stated = if sources[0] == "user_statement" { 0 } else { 1 };
+        let want = [ids[stated].clone(), ids[1 - stated].clone()];
+        assert_eq!(
+            ranked(&app, &key, query, [&ids[0], &ids[1]]),
+            want,
+            "{user}"
+        );
+    }
+
+    // Recency: last week's memory outranks last year's, whichever text it is.
+    let now = chrono::Utc::now();
+    let recent = (now - chrono::Duration::days(7)).to_rfc3339();
+    let old = (now - chrono::Duration::days(400)).to_rfc3339();
+    for (user, dates) in [("dee", [&recent, &old]), ("eli", [&old, &recent])] {
+        let key = app.key("acme", user, &["writer"], &[]);
+        let ids = pair(
+            &key,
+            [
+                json!({"session_date": dates[0]}),
+                json!({"session_date": dates[1]}),
+            ],
+        );
+        let newer = if dates[0] == &recent { 0 } else { 1 };
+        let want = [ids[newer].clone(), ids[1 - newer].clone()];
+        assert_eq!(
+            ranked(&app, &key, query, [&ids[0], &ids[1]]),
+            want,
+            "{user}"
+        );
+    }
+}

@@ -6,7 +6,7 @@
 //! nothing.
 //!
 //! ```text
-//! cargo run --release -p registry-server --bin deletion-bench -- \
+//! cargo run --release -p registry-server --features bench --bin deletion-bench -- \
 //!     [--chunks 1000] [--memories 10000] [--others 20000] [--data-dir DIR]
 //! ```
 //!

@@ -4,7 +4,7 @@
 //! asserted.
 //!
 //! ```text
-//! cargo run --release -p registry-server --bin knowledge-bench -- [--limit N] [--data-dir DIR] [--threads N]
+//! cargo run --release -p registry-server --features bench --bin knowledge-bench -- [--limit N] [--data-dir DIR] [--threads N]
 //! ```
 //! `--limit N`: the documents relevant to the test queries plus the first N others.
 //! `--data-dir DIR`: keep the ingested store there; a later run with the same directory skips

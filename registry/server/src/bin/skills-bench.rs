@@ -1,7 +1,7 @@
 //! Skills benchmark: discovery latency with N published skills (default 10,000), publish
 //! latency for a 1 MB skill, and tokens per discovery entry. Prints figures; asserts nothing.
 //!
-//! `cargo run --release -p registry-server --bin skills-bench -- [N]`
+//! `cargo run --release -p registry-server --features bench --bin skills-bench -- [N]`
 //!
 //! Setup goes through the service layer (`registry_skills`), not HTTP: publish, test
 //! results, review and promote for every skill (each promote indexes its release), and one
