@@ -1,5 +1,9 @@
 //! `TestApp`: a registry served in-process on a free loopback port over a temporary data
 //! directory, with keys made through the same code path as `registry keys create`.
+//!
+//! `REGISTRY_TEST_STORE=postgres` runs every `TestApp` on PostgreSQL instead of SQLite: each one
+//! in a fresh schema of the database at `REGISTRY_TEST_PG_URL` (dropped afterwards), its blobs
+//! and indexes still in its temporary data directory.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -8,6 +12,7 @@ use std::time::{Duration, Instant};
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
+use registry_store_postgres::test_support::TestSchema;
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;
 
@@ -18,6 +23,70 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The PostgreSQL schema of this app (dropped last), under `REGISTRY_TEST_STORE=postgres`.
+    pub pg_schema: Option<TestSchema>,
+}
+
+/// Selects the store every `TestApp` runs on: `sqlite` (default) or `postgres`.
+pub const STORE_VAR: &str = "REGISTRY_TEST_STORE";
+
+/// Whether this run puts every `TestApp` on PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var(STORE_VAR).as_deref() == Ok("postgres")
+}
+
+/// A fresh schema in the test database, when this run is on PostgreSQL.
+pub fn postgres_schema() -> Option<TestSchema> {
+    if !on_postgres() {
+        return None;
+    }
+    let url = std::env::var(registry_store_postgres::test_support::URL_VAR)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!("{STORE_VAR}=postgres needs REGISTRY_TEST_PG_URL (scripts/pg-test.sh sets it)")
+        });
+    Some(TestSchema::new(&url))
+}
+
+/// Under `REGISTRY_TEST_STORE=postgres`, the environment that puts a `registry` process on
+/// PostgreSQL: a schema named after its data directory, so every process of one test (the
+/// CLI, a server, the server again after `kill -9`) shares it. These schemas are left in the
+/// test database (`scripts/pg-test.sh` removes the whole cluster).
+pub fn postgres_env(data_dir: &Path) -> Vec<(String, String)> {
+    if !on_postgres() {
+        return vec![];
+    }
+    let url = std::env::var(registry_store_postgres::test_support::URL_VAR).unwrap_or_default();
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let name = registry_core::hash::sha256_hex(abs.display().to_string());
+    vec![
+        ("REGISTRY_STORE__URL".into(), url),
+        (
+            "REGISTRY_STORE__SCHEMA".into(),
+            format!("proc_{}", &name[..20]),
+        ),
+    ]
+}
+
+/// Points `config` at `schema` (the PostgreSQL store).
+pub fn use_schema(config: &mut Config, schema: &TestSchema) {
+    let opts = schema.options(None);
+    config.store.url = Some(opts.url);
+    config.store.schema = opts.schema;
+    config.store.pool_size = 4;
+}
+
+/// Returns from the calling test, saying why, when this run is on PostgreSQL: for tests that
+/// look at the SQLite files themselves.
+#[macro_export]
+macro_rules! sqlite_only {
+    ($why:expr) => {
+        if $crate::common::on_postgres() {
+            eprintln!("skipped on PostgreSQL: {}", $why);
+            return;
+        }
+    };
 }
 
 pub struct Key {
@@ -38,6 +107,10 @@ impl TestApp {
             ..Config::default()
         };
         config.jobs.enabled = false;
+        let pg_schema = postgres_schema();
+        if let Some(schema) = &pg_schema {
+            use_schema(&mut config, schema);
+        }
         tweak(&mut config);
         let state = AppState::open(config).unwrap();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -70,6 +143,7 @@ impl TestApp {
             dir,
             shutdown: Some(tx),
             thread: Some(thread),
+            pg_schema,
         }
     }
 
@@ -178,6 +252,7 @@ pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
         .arg(data_dir)
         .args(args)
         .env_remove("REGISTRY_BIND")
+        .envs(postgres_env(data_dir))
         .output()
         .unwrap();
     (
@@ -195,6 +270,11 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub fn spawn(data_dir: &Path) -> ServerProcess {
+        Self::spawn_with(data_dir, &postgres_env(data_dir))
+    }
+
+    /// As [`Self::spawn`], with these environment variables set (e.g. `REGISTRY_STORE__URL`).
+    pub fn spawn_with(data_dir: &Path, env: &[(String, String)]) -> ServerProcess {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -205,6 +285,7 @@ impl ServerProcess {
             .arg(data_dir)
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .env("REGISTRY_JOBS__ENABLED", "false")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

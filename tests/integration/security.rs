@@ -739,6 +739,7 @@ fn rechain(conn: &rusqlite::Connection, from: i64) {
 
 #[test]
 fn item12_a_rewritten_or_truncated_audit_chain_is_detected_even_with_the_triggers_dropped() {
+    crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (code, _, err) = run_cli(
