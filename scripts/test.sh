@@ -11,4 +11,14 @@ export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 # The PostgreSQL store's tests run against a throw-away cluster (installed from Debian's
 # postgresql-15 if missing), or against REGISTRY_TEST_PG_URL when set; REGISTRY_SKIP_PG=1 skips
 # them by name.
-bash scripts/pg-test.sh -- cargo test --workspace --all-targets --locked "$@"
+# Every test, then every integration test of the HTTP API once more with the registry on
+# PostgreSQL (REGISTRY_TEST_STORE=postgres; REGISTRY_SKIP_PG=1 skips that pass), both on one
+# throw-away cluster.
+bash scripts/pg-test.sh -- bash -c '
+    set -euo pipefail
+    cargo test --workspace --all-targets --locked "$@"
+    if [[ "${REGISTRY_SKIP_PG:-}" != 1 ]]; then
+        echo "test: the integration suite again, on PostgreSQL" >&2
+        REGISTRY_TEST_STORE=postgres cargo test -p registry-server --test integration --locked "$@"
+    fi
+' test.sh "$@"

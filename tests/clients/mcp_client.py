@@ -48,7 +48,14 @@ async def main():
             "REGISTRY_API_KEY": os.environ["REGISTRY_API_KEY"],
             "REGISTRY_LOG": "warn",
         }
-        for k in ("REGISTRY_MODEL_DIR", "ORT_DYLIB_PATH", "HOME"):
+        # The store settings too, when the tests run on PostgreSQL.
+        for k in (
+            "REGISTRY_MODEL_DIR",
+            "ORT_DYLIB_PATH",
+            "HOME",
+            "REGISTRY_STORE__URL",
+            "REGISTRY_STORE__SCHEMA",
+        ):
             if k in os.environ:
                 env[k] = os.environ[k]
         params = StdioServerParameters(

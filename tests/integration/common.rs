@@ -1,5 +1,9 @@
 //! `TestApp`: a registry served in-process on a free loopback port over a temporary data
 //! directory, with keys made through the same code path as `registry keys create`.
+//!
+//! `REGISTRY_TEST_STORE=postgres` runs every `TestApp` on PostgreSQL instead of SQLite: each one
+//! in a schema of the database at `REGISTRY_TEST_PG_URL` named after its data directory, its blobs
+//! and indexes still in its temporary data directory.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +22,70 @@ pub struct TestApp {
     pub dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Selects the store every `TestApp` runs on: `sqlite` (default) or `postgres`.
+pub const STORE_VAR: &str = "REGISTRY_TEST_STORE";
+
+/// Whether this run puts every `TestApp` on PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var(STORE_VAR).as_deref() == Ok("postgres")
+}
+
+/// Under `REGISTRY_TEST_STORE=postgres`, the database URL and the schema that put a registry
+/// on PostgreSQL: a schema named after its data directory, so that every process and every
+/// `TestApp` of one test that opens that directory (the CLI, a server, the server again after
+/// `kill -9` or a restart) shares it. These schemas are left in the test database
+/// (`scripts/pg-test.sh` removes the whole cluster).
+pub fn postgres_store(data_dir: &Path) -> Option<(String, String)> {
+    if !on_postgres() {
+        return None;
+    }
+    let url = std::env::var(registry_store_postgres::test_support::URL_VAR)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!("{STORE_VAR}=postgres needs REGISTRY_TEST_PG_URL (scripts/pg-test.sh sets it)")
+        });
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let name = registry_core::hash::sha256_hex(abs.display().to_string());
+    Some((url, format!("proc_{}", &name[..20])))
+}
+
+/// `config` on the store of this run: unchanged on SQLite; under `REGISTRY_TEST_STORE=postgres`,
+/// on [`postgres_store`]'s schema for its data directory (unless it names a store already).
+pub fn on_test_store(mut config: Config) -> Config {
+    if config.store.url.is_none()
+        && let Some((url, schema)) = postgres_store(&config.data_dir)
+    {
+        config.store.url = Some(url);
+        config.store.schema = schema;
+        config.store.pool_size = 4;
+    }
+    config
+}
+
+/// The environment that puts a `registry` process on [`postgres_store`]'s schema.
+pub fn postgres_env(data_dir: &Path) -> Vec<(String, String)> {
+    match postgres_store(data_dir) {
+        None => vec![],
+        Some((url, schema)) => vec![
+            ("REGISTRY_STORE__URL".into(), url),
+            ("REGISTRY_STORE__SCHEMA".into(), schema),
+        ],
+    }
+}
+
+/// Returns from the calling test, saying why, when this run is on PostgreSQL: for tests that
+/// look at the SQLite files themselves.
+#[macro_export]
+macro_rules! sqlite_only {
+    ($why:expr) => {
+        if $crate::common::on_postgres() {
+            eprintln!("skipped on PostgreSQL: {}", $why);
+            return;
+        }
+    };
 }
 
 pub struct Key {
@@ -39,6 +107,8 @@ impl TestApp {
         };
         config.jobs.enabled = false;
         tweak(&mut config);
+        // After `tweak`: a test that reopens an earlier app's data directory reopens its schema.
+        let config = on_test_store(config);
         let state = AppState::open(config).unwrap();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
@@ -178,6 +248,7 @@ pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
         .arg(data_dir)
         .args(args)
         .env_remove("REGISTRY_BIND")
+        .envs(postgres_env(data_dir))
         .output()
         .unwrap();
     (
@@ -195,6 +266,11 @@ pub struct ServerProcess {
 
 impl ServerProcess {
     pub fn spawn(data_dir: &Path) -> ServerProcess {
+        Self::spawn_with(data_dir, &postgres_env(data_dir))
+    }
+
+    /// As [`Self::spawn`], with these environment variables set (e.g. `REGISTRY_STORE__URL`).
+    pub fn spawn_with(data_dir: &Path, env: &[(String, String)]) -> ServerProcess {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -205,6 +281,7 @@ impl ServerProcess {
             .arg(data_dir)
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .env("REGISTRY_JOBS__ENABLED", "false")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

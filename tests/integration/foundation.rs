@@ -145,6 +145,7 @@ fn audit_endpoints_are_tenant_bound_and_verify_the_chain() {
 
 #[test]
 fn editing_an_audit_row_makes_verify_fail_and_name_it() {
+    crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     for u in ["a", "b", "c"] {

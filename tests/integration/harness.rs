@@ -90,7 +90,8 @@ fn mcp_stdio(data_dir: &Path, key: &Key, plan: &Value) -> Value {
             .arg("stdio")
             .arg(registry_bin())
             .arg(data_dir)
-            .env("REGISTRY_API_KEY", &key.secret),
+            .env("REGISTRY_API_KEY", &key.secret)
+            .envs(postgres_env(data_dir)),
         &plan.to_string(),
     )
 }
@@ -344,6 +345,7 @@ fn the_mcp_python_sdk_gets_the_api_answers_over_http_and_stdio_and_another_tenan
         .arg(&data)
         .arg("mcp")
         .env("REGISTRY_API_KEY", "not-a-key")
+        .envs(postgres_env(&data))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -433,10 +435,17 @@ fn the_mcp_inspector_lists_calls_and_verifies_the_skills_over_http_and_stdio() {
     let Seeded { app, ann, dir, .. } = s;
     drop(app);
     let env = format!("REGISTRY_API_KEY={}", ann.secret);
+    // The inspector hands its server only the variables it is given (and PATH, HOME, …).
+    let store_env: Vec<String> = postgres_env(&data)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut args: Vec<&str> = vec!["-e", &env];
+    for e in &store_env {
+        args.extend(["-e", e.as_str()]);
+    }
     let bin = registry_bin();
-    let (code, out) = inspect(&[
-        "-e",
-        &env,
+    args.extend([
         bin.to_str().unwrap(),
         "--data-dir",
         data.to_str().unwrap(),
@@ -446,6 +455,7 @@ fn the_mcp_inspector_lists_calls_and_verifies_the_skills_over_http_and_stdio() {
         "--verify",
         "--require-digests",
     ]);
+    let (code, out) = inspect(&args);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Verified 1 skill"), "{out}");
     drop(dir);

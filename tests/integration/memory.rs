@@ -866,10 +866,12 @@ fn an_acknowledged_memory_survives_kill_9() {
     }
     server.kill9();
     {
-        let state = registry_server::state::AppState::open(registry_server::config::Config {
-            data_dir: data.clone(),
-            ..Default::default()
-        })
+        let state = registry_server::state::AppState::open(on_test_store(
+            registry_server::config::Config {
+                data_dir: data.clone(),
+                ..Default::default()
+            },
+        ))
         .unwrap();
         use registry_core::retrieval::VisibilityFilter;
         let p = Principal::new("acme", "ann");
@@ -1026,6 +1028,7 @@ fn kill_job_midway(data: &std::path::Path, job: &str, progress: &str, at_least: 
 
 #[test]
 fn consolidation_killed_midway_finishes_on_rerun_with_each_group_once() {
+    crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     const GROUPS: usize = 40;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -1193,6 +1196,7 @@ fn consolidation_settles_the_conflicts_the_rules_decide_and_leaves_the_rest() {
 
 #[test]
 fn decay_killed_midway_finishes_on_rerun_and_a_third_run_changes_nothing() {
+    crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     const N: usize = 300;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

@@ -745,6 +745,7 @@ fn rechain(conn: &rusqlite::Connection, from: i64) {
 
 #[test]
 fn item12_a_rewritten_or_truncated_audit_chain_is_detected_even_with_the_triggers_dropped() {
+    crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (code, _, err) = run_cli(
@@ -934,6 +935,7 @@ fn item14_bad_queries_methods_and_trailing_archive_bytes_get_coded_answers() {
 
 #[test]
 fn item16_an_internal_error_answers_a_code_and_a_request_id_never_backend_text() {
+    crate::sqlite_only!("it breaks registry.db (the SQLite file) on purpose");
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let (_, m) = write(

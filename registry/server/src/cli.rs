@@ -12,7 +12,6 @@ use registry_core::store::{ApiKeyRecord, KeyStore};
 use crate::config::{CliOverrides, Config};
 use registry_core::Sensitivity;
 use registry_core::principal::ALL_PROJECTS;
-use registry_store_sqlite::SqliteStore;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +33,10 @@ pub struct Cli {
     /// multilingual-e5-small.
     #[arg(long, global = true)]
     pub embed_model: Option<registry_embed::ModelChoice>,
+    /// The store: a postgres:// URL selects PostgreSQL (overrides `store.url`); without it,
+    /// the embedded SQLite database in the data directory.
+    #[arg(long, global = true)]
+    pub database_url: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -142,6 +145,10 @@ impl Cli {
             bind,
             model_dir: self.model_dir.clone(),
             embed_model: self.embed_model,
+            store: self
+                .database_url
+                .clone()
+                .map(|url| crate::config::StoreOverrides { url: Some(url) }),
         };
         Ok(Config::load(self.config.as_deref(), &cli)?)
     }
@@ -234,7 +241,7 @@ pub fn create_key(store: &dyn KeyStore, c: &CreateKey) -> anyhow::Result<(ApiKey
 /// Runs an administrative command on the store alone (no model, no indexes, so it can run
 /// beside a serving process); returns the process exit code.
 pub fn run_admin(
-    store: std::sync::Arc<SqliteStore>,
+    store: std::sync::Arc<dyn registry_core::store::Store>,
     command: &Command,
     config: &Config,
 ) -> anyhow::Result<i32> {
@@ -310,12 +317,12 @@ pub fn run_admin(
             None => println!("no events yet"),
         },
         Command::Audit(AuditCommand::List { after, limit }) => {
-            for e in registry_core::store::AssetStore::audit_events(store, *after, *limit)? {
+            for e in store.audit_events(*after, *limit)? {
                 println!("{}", serde_json::to_string(&e)?);
             }
         }
         Command::Migrate => {
-            println!("schema version {}", SqliteStore::schema_version(store)?);
+            println!("schema version {}", store.schema_version()?);
         }
         Command::Config => {
             println!("{}", toml_like(config)?);
@@ -328,5 +335,22 @@ pub fn run_admin(
 }
 
 fn toml_like(c: &Config) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(c)?)
+    let mut c = c.clone();
+    c.store.url = c.store.url.as_deref().map(redact_password);
+    Ok(serde_json::to_string_pretty(&c)?)
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`: `registry config` prints
+/// the effective settings, not the database password.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.rsplit_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
 }

@@ -42,6 +42,51 @@ pub struct Config {
     pub audit_key_file: Option<PathBuf>,
     pub jobs: JobsConfig,
     pub retention: RetentionConfig,
+    pub store: StoreConfig,
+}
+
+/// Where the store lives. Blobs and the text and vector indexes stay in `data_dir` whatever the
+/// store (each node keeps its own indexes, derived from the store).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `None` (the default): the embedded SQLite database in `data_dir`.
+    /// `postgres://user:password@host:port/database`: PostgreSQL, which several nodes may
+    /// share (`registry serve --database-url`, `REGISTRY_STORE__URL`).
+    pub url: Option<String>,
+    /// The PostgreSQL schema holding the tables (created if missing).
+    pub schema: String,
+    /// PostgreSQL connections a node keeps open at most.
+    pub pool_size: usize,
+    /// How often a node applies the change log of the shared database to its own indexes, in
+    /// milliseconds (PostgreSQL only).
+    pub follow_interval_ms: u64,
+    /// A node that has not reported within this many seconds is no longer live: a purge does
+    /// not wait for it (PostgreSQL only).
+    pub node_timeout_secs: u64,
+    /// How long a purge waits for every live node to apply it before its receipt says which
+    /// have not, in seconds (PostgreSQL only).
+    pub purge_propagation_secs: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: None,
+            schema: "public".into(),
+            pool_size: 16,
+            follow_interval_ms: 200,
+            node_timeout_secs: 15,
+            purge_propagation_secs: 30,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Whether the store is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.url.as_deref().is_some_and(|u| !u.is_empty())
+    }
 }
 
 /// What the retention job purges (see `registry_services::RetentionPolicy`).
@@ -89,6 +134,7 @@ impl Default for Config {
             audit_key_file: None,
             jobs: JobsConfig::default(),
             retention: RetentionConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }
@@ -104,6 +150,15 @@ pub struct CliOverrides {
     pub model_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub embed_model: Option<ModelChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreOverrides>,
+}
+
+/// Store settings given on the command line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoreOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +188,7 @@ const ENV_KEYS: &[&str] = &[
     "audit_key_file",
     "jobs",
     "retention",
+    "store",
 ];
 
 impl Config {
@@ -197,6 +253,26 @@ impl Config {
         }
         if self.request_timeout_secs == 0 {
             return bad("request_timeout_secs", "must be at least 1".into());
+        }
+        if let Some(url) = self.store.url.as_deref().filter(|u| !u.is_empty())
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return bad(
+                "store.url",
+                "must be a postgres:// URL (leave it unset for the embedded SQLite store)".into(),
+            );
+        }
+        if !(1..=256).contains(&self.store.pool_size) {
+            return bad(
+                "store.pool_size",
+                format!("{} is outside 1..256", self.store.pool_size),
+            );
+        }
+        if self.store.follow_interval_ms == 0 || self.store.node_timeout_secs == 0 {
+            return bad(
+                "store.follow_interval_ms",
+                "the follow interval and the node timeout must be at least 1".into(),
+            );
         }
         if !(1..=1024).contains(&self.mcp_max_sessions_per_key) {
             return bad(

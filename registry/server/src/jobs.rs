@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::state::AppState;
 
 /// Starts the periodic tasks. Runs of one job never overlap: each task awaits its run before
-/// sleeping again.
+/// sleeping again, and on a store several nodes share a job runs once across them.
 pub fn spawn_scheduler(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
     let cfg = &state.config.jobs;
     if !cfg.enabled {
@@ -31,8 +31,14 @@ pub fn spawn_scheduler(state: &AppState) -> Vec<tokio::task::JoinHandle<()>> {
             loop {
                 tick.tick().await;
                 let s = st.clone();
-                match tokio::task::spawn_blocking(move || s.services.run_job(name)).await {
-                    Ok(Ok(r)) => tracing::info!(job = name, outcome = %r.outcome, counts = %r.counts, "job finished"),
+                let every = Duration::from_secs(secs);
+                match tokio::task::spawn_blocking(move || s.services.run_scheduled_job(name, every))
+                    .await
+                {
+                    Ok(Ok(None)) => {
+                        tracing::debug!(job = name, "another node runs this job");
+                    }
+                    Ok(Ok(Some(r))) => tracing::info!(job = name, outcome = %r.outcome, counts = %r.counts, "job finished"),
                     Ok(Err(e)) => tracing::error!(job = name, error = %e, "job failed"),
                     Err(e) => tracing::error!(job = name, error = %e, "job panicked"),
                 }

@@ -81,9 +81,8 @@ fn run() -> anyhow::Result<i32> {
                     config.data_dir.display()
                 )
             })?;
-            let store = std::sync::Arc::new(
-                registry_server::state::open_store(&config, 1).context("cannot open the store")?,
-            );
+            let store =
+                registry_server::state::open_store(&config, 1).context("cannot open the store")?;
             run_admin(store, other, &config)
         }
     }

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use registry_core::deadline::Deadline;
 use registry_core::principal::Principal;
+use registry_core::store::Store;
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 use registry_services::{Backends, Options, Services};
+use registry_store_postgres::{PgOptions, PgStore};
 use registry_store_sqlite::{FsBlobStore, SqliteStore, StoreOptions};
 use registry_text_index::TantivyTextIndex;
 use registry_vector_index::EmbeddedVectorIndex;
@@ -21,7 +23,9 @@ use crate::extract::principal_for_key;
 pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
-    /// Declared first so that it stops, and writes what is buffered, before the services drop.
+    /// On a shared store, applies the change log to this node's indexes; stopped first.
+    _follower: Option<Follower>,
+    /// Declared early so that it stops, and writes what is buffered, before the services drop.
     _flusher: Flusher,
     pub config: Config,
     pub services: Services,
@@ -44,6 +48,8 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error("cannot open the store: {0}")]
     Store(#[from] registry_store_sqlite::StoreError),
+    #[error("cannot open the PostgreSQL store (setting `store.url`): {0}")]
+    PgStore(#[from] registry_store_postgres::StoreError),
     #[error("cannot load the embedding model: {0}")]
     Model(#[from] registry_embed::EmbedError),
     #[error("cannot open the text index: {0}")]
@@ -124,16 +130,119 @@ impl Drop for Flusher {
 
 const INDEX_FORMAT_FILE: &str = "index-format";
 
-/// Opens the embedded store with the configured audit key (creating the key on first start).
-pub fn open_store(config: &Config, readers: usize) -> Result<SqliteStore, StartError> {
+/// This node's name in a shared store's change log, kept in its data directory (the indexes
+/// there are what the name's position in the log describes).
+const NODE_ID_FILE: &str = "node-id";
+
+/// How often a node drops log entries every live node has applied.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The node id of `dir`, made on first use.
+fn node_id(dir: &std::path::Path) -> std::io::Result<String> {
+    let path = dir.join(NODE_ID_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(s) if !s.trim().is_empty() => Ok(s.trim().to_string()),
+        Ok(_) | Err(_) => {
+            std::fs::create_dir_all(dir)?;
+            let host = std::env::var("HOSTNAME").unwrap_or_default();
+            let id = format!(
+                "{}{}{}",
+                host,
+                if host.is_empty() { "" } else { "-" },
+                &uuid::Uuid::now_v7().simple().to_string()[20..]
+            );
+            std::fs::write(&path, &id)?;
+            Ok(id)
+        }
+    }
+}
+
+/// Applies the shared store's change log to this node's indexes every `follow_interval_ms`,
+/// and drops entries every live node has applied every [`PRUNE_EVERY`]; stopped and joined when
+/// the state is dropped.
+pub struct Follower {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Follower {
+    fn spawn(services: Services, every: Duration, live_within: Duration) -> std::io::Result<Self> {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("follower".into())
+            .spawn(move || {
+                let mut pruned = Instant::now();
+                while !flag.load(std::sync::atomic::Ordering::Acquire) {
+                    if let Err(e) = services.follow_once() {
+                        tracing::warn!(error = %e, "change log not applied; will retry");
+                    }
+                    if pruned.elapsed() >= PRUNE_EVERY
+                        && let Some(c) = services.backends.store.cluster()
+                    {
+                        pruned = Instant::now();
+                        if let Err(e) = c.prune(live_within) {
+                            tracing::warn!(error = %e, "change log not pruned");
+                        }
+                    }
+                    std::thread::park_timeout(every);
+                }
+            })?;
+        Ok(Follower {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Opens the configured store with the configured audit key (creating the key on first start):
+/// PostgreSQL when `store.url` is set, else the embedded SQLite database in the data directory.
+pub fn open_store(config: &Config, readers: usize) -> Result<Arc<dyn Store>, StartError> {
     let key = config.load_audit_key()?;
-    Ok(SqliteStore::open_dir(
+    if let Some(url) = config
+        .store
+        .url
+        .as_deref()
+        .filter(|_| config.store.is_postgres())
+    {
+        let dir = &config.data_dir;
+        let node = node_id(dir).map_err(|source| StartError::DataDir {
+            dir: dir.display().to_string(),
+            source,
+        })?;
+        let store = PgStore::connect(PgOptions {
+            schema: config.store.schema.clone(),
+            pool_size: config.store.pool_size,
+            audit_key: Some(key),
+            node_id: Some(node),
+            ..PgOptions::new(url)
+        })?;
+        return Ok(Arc::new(store));
+    }
+    Ok(Arc::new(SqliteStore::open_dir(
         &config.data_dir,
         StoreOptions {
             readers,
             audit_key: Some(key),
         },
-    )?)
+    )?))
+}
+
+fn cluster_options(config: &Config) -> registry_services::ClusterOptions {
+    registry_services::ClusterOptions {
+        live_within: Duration::from_secs(config.store.node_timeout_secs),
+        purge_propagation: Duration::from_secs(config.store.purge_propagation_secs),
+    }
 }
 
 /// Opens the vector index with the dimension of `model`; an index made for another
@@ -166,7 +275,7 @@ impl AppState {
             source,
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let store = Arc::new(open_store(&config, StoreOptions::default().readers)?);
+        let store = open_store(&config, StoreOptions::default().readers)?;
         // A text index of an older stored format (or analysis), or one whose rebuild was
         // interrupted, is emptied here and rebuilt from the store below, before serving.
         let text = match TantivyTextIndex::open(dir.join("text")) {
@@ -196,6 +305,7 @@ impl AppState {
                 audit_key: config.load_audit_key()?,
                 audit_anchor: config.audit_anchor_path(),
                 retention: config.retention.clone(),
+                cluster: cluster_options(&config),
             },
         );
         let recover = |e: registry_services::Error| StartError::Recover(e.message);
@@ -233,8 +343,24 @@ impl AppState {
                 "re-wrote text entries written since the last index commit"
             );
         }
+        // A shared store: catch up with what the other nodes wrote meanwhile (or rebuild from
+        // the store), then keep following.
+        let follower = match services.catch_up().map_err(recover)? {
+            None => None,
+            Some(r) => {
+                tracing::info!(
+                    applied_seq = r.applied_seq,
+                    changes = r.changes,
+                    "caught up with the change log"
+                );
+                let opts = cluster_options(&config);
+                let every = Duration::from_millis(config.store.follow_interval_ms);
+                Some(Follower::spawn(services.clone(), every, opts.live_within).map_err(io)?)
+            }
+        };
         Ok(AppState(Arc::new(Inner {
             mcp_sessions: crate::mcp::SessionLimits::new(config.mcp_max_sessions_per_key),
+            _follower: follower,
             _flusher: Flusher::spawn(services.clone()),
             config,
             services,

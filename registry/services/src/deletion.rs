@@ -13,6 +13,7 @@ use crate::Backends;
 pub struct Deletions {
     backends: Backends,
     memory: MemoryService,
+    cluster: crate::follow::ClusterOptions,
 }
 
 impl std::fmt::Debug for Deletions {
@@ -33,7 +34,24 @@ impl Regenerator for Deletions {
 
 impl Deletions {
     pub fn new(backends: Backends, memory: MemoryService) -> Self {
-        Deletions { backends, memory }
+        Deletions {
+            backends,
+            memory,
+            cluster: Default::default(),
+        }
+    }
+
+    /// How long a purge waits for the other nodes of a shared store.
+    pub fn with_cluster(mut self, cluster: crate::follow::ClusterOptions) -> Self {
+        self.cluster = cluster;
+        self
+    }
+
+    /// Checkpoints after a purge, then, on a shared store, waits for every live node to apply
+    /// it and says in the receipt which have.
+    fn finish(&self, r: &mut Receipt) -> CoreResult<()> {
+        self.checkpoint_after(r)?;
+        crate::follow::settle_nodes(self.backends.store.as_ref(), &self.cluster, r)
     }
 
     fn engine(&self) -> DeletionEngine<'_> {
@@ -84,10 +102,10 @@ impl Deletions {
                 .map_or(fallback_tenant.map(String::from), |r| r.meta.scope.tenant),
             None => fallback_tenant.map(String::from),
         };
-        let r = self
+        let mut r = self
             .engine()
             .delete(tenant.as_deref(), actor, reason, roots, level)?;
-        self.checkpoint_after(&r)?;
+        self.finish(&mut r)?;
         Ok(r)
     }
 
@@ -111,8 +129,8 @@ impl Deletions {
         roots: &[AssetId],
         level: DeletionLevel,
     ) -> CoreResult<Receipt> {
-        let r = self.engine().delete(tenant, actor, reason, roots, level)?;
-        self.checkpoint_after(&r)?;
+        let mut r = self.engine().delete(tenant, actor, reason, roots, level)?;
+        self.finish(&mut r)?;
         Ok(r)
     }
 
@@ -121,8 +139,8 @@ impl Deletions {
         let eng = self.engine();
         let mut done = vec![];
         for r in self.backends.store.unfinished_receipts()? {
-            let r = eng.advance(r)?;
-            self.checkpoint_after(&r)?;
+            let mut r = eng.advance(r)?;
+            self.finish(&mut r)?;
             done.push(r);
         }
         Ok(done)

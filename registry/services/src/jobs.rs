@@ -60,7 +60,38 @@ fn json<T: Serialize>(v: T) -> Result<serde_json::Value> {
     serde_json::to_value(v).map_err(Error::internal)
 }
 
+/// Jobs that act on the shared store rather than on this node's indexes: on a store several
+/// nodes share, one node at a time runs each (see [`Services::run_scheduled_job`]).
+pub const SHARED_JOBS: &[&str] = &["consolidate", "decay", "purge", "retention", "checkpoint"];
+
 impl Services {
+    /// Runs a job on its schedule. On a store several nodes share, a job of [`SHARED_JOBS`]
+    /// runs once across nodes: under the store's lock of that job, and only when no node
+    /// started a run of it within the last `interval` (less a tenth, for clock jitter).
+    /// `None`: another node holds it or ran it.
+    pub fn run_scheduled_job(
+        &self,
+        name: &str,
+        interval: std::time::Duration,
+    ) -> Result<Option<JobReport>> {
+        let Some(cluster) = self.backends.store.cluster() else {
+            return self.run_job(name).map(Some);
+        };
+        if !SHARED_JOBS.contains(&name) {
+            return self.run_job(name).map(Some);
+        }
+        let Some(_lock) = cluster.try_lock_job(name)? else {
+            return Ok(None);
+        };
+        let recent = chrono::Duration::from_std(interval.mul_f64(0.9)).unwrap_or_default();
+        if let Some(last) = self.backends.store.recent_runs(Some(name), 1)?.first()
+            && Utc::now() - last.started_at < recent
+        {
+            return Ok(None);
+        }
+        self.run_job(name).map(Some)
+    }
+
     /// Runs one job and records the run. Unknown names fail before anything is recorded.
     pub fn run_job(&self, name: &str) -> Result<JobReport> {
         if !JOBS.contains(&name) {

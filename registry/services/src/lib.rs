@@ -4,6 +4,7 @@ pub mod audit;
 pub mod deletion;
 pub mod erasure;
 pub mod error;
+pub mod follow;
 pub mod jobs;
 pub mod overview;
 
@@ -21,6 +22,7 @@ use registry_skills::SkillsService;
 
 pub use deletion::Deletions;
 pub use error::{Error, Result};
+pub use follow::{ClusterOptions, FollowReport};
 pub use jobs::{JOBS, JobReport, RetentionPolicy};
 
 /// The storage and index backends a deployment plugs in (the embedded form: SQLite, tantivy,
@@ -42,6 +44,8 @@ pub struct Options {
     /// Where the newest signed checkpoint is kept, outside the database.
     pub audit_anchor: PathBuf,
     pub retention: RetentionPolicy,
+    /// Several nodes on one store: liveness and how long a purge waits for the others.
+    pub cluster: ClusterOptions,
 }
 
 /// Every domain service, built once over one set of backends. Every door (HTTP, MCP, the
@@ -82,7 +86,9 @@ impl Services {
             search.clone(),
             KnowledgeConfig::default(),
         ));
-        let deletions = Arc::new(Deletions::new(b.clone(), memory.clone()));
+        let deletions = Arc::new(
+            Deletions::new(b.clone(), memory.clone()).with_cluster(options.cluster.clone()),
+        );
         let skills = SkillsService::new(
             store.clone(),
             b.blobs.clone(),

@@ -34,16 +34,18 @@ fn row_to_run(r: &Row) -> CoreResult<JobRun> {
 
 impl JobRunStore for PgStore {
     fn start_run(&self, name: &str, at: DateTime<Utc>) -> CoreResult<i64> {
-        refuse_nul([("job.name", Some(name))])?;
-        self.write(|db| {
-            Ok(db
-                .query_one(
-                    "INSERT INTO job_runs (name, started_at, outcome) VALUES ($1, $2, 'running')
-                     RETURNING id",
-                    &[&name, &micros(&at)],
-                )
-                .map_err(pg)?
-                .get(0))
+        crate::pool::off_runtime(|| {
+            refuse_nul([("job.name", Some(name))])?;
+            self.write(|db| {
+                Ok(db
+                    .query_one(
+                        "INSERT INTO job_runs (name, started_at, outcome) VALUES ($1, $2, 'running')
+                         RETURNING id",
+                        &[&name, &micros(&at)],
+                    )
+                    .map_err(pg)?
+                    .get(0))
+            })
         })
     }
 
@@ -55,48 +57,54 @@ impl JobRunStore for PgStore {
         counts: &serde_json::Value,
         error: Option<&str>,
     ) -> CoreResult<()> {
-        refuse_nul([("job.outcome", Some(outcome)), ("job.error", error)])?;
-        self.write(|db| {
-            db.execute(
-                "UPDATE job_runs SET finished_at = $2, outcome = $3, counts = $4, error = $5
-                  WHERE id = $1",
-                &[&id, &micros(&at), &outcome, counts, &error],
-            )
-            .map_err(pg)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([("job.outcome", Some(outcome)), ("job.error", error)])?;
+            self.write(|db| {
+                db.execute(
+                    "UPDATE job_runs SET finished_at = $2, outcome = $3, counts = $4, error = $5
+                      WHERE id = $1",
+                    &[&id, &micros(&at), &outcome, counts, &error],
+                )
+                .map_err(pg)?;
+                Ok(())
+            })
         })
     }
 
     fn last_ok_start(&self, name: &str) -> CoreResult<Option<DateTime<Utc>>> {
-        if nul(name) {
-            return Ok(None);
-        }
-        self.read(|db| {
-            Ok(db
-                .query_opt(
-                    "SELECT started_at FROM job_runs WHERE name = $1 AND outcome = 'ok'
-                      ORDER BY started_at DESC LIMIT 1",
-                    &[&name],
-                )
-                .map_err(pg)?
-                .map(|r| r.get(0)))
+        crate::pool::off_runtime(|| {
+            if nul(name) {
+                return Ok(None);
+            }
+            self.read(|db| {
+                Ok(db
+                    .query_opt(
+                        "SELECT started_at FROM job_runs WHERE name = $1 AND outcome = 'ok'
+                          ORDER BY started_at DESC LIMIT 1",
+                        &[&name],
+                    )
+                    .map_err(pg)?
+                    .map(|r| r.get(0)))
+            })
         })
     }
 
     fn recent_runs(&self, name: Option<&str>, limit: usize) -> CoreResult<Vec<JobRun>> {
-        if name.is_some_and(nul) {
-            return Ok(vec![]);
-        }
-        self.read(|db| {
-            db.query(
-                "SELECT id, name, started_at, finished_at, outcome, counts, error FROM job_runs
-                  WHERE $1::text IS NULL OR name = $1 ORDER BY id DESC LIMIT $2",
-                &[&name, &clamp(limit)],
-            )
-            .map_err(pg)?
-            .iter()
-            .map(row_to_run)
-            .collect()
+        crate::pool::off_runtime(|| {
+            if name.is_some_and(nul) {
+                return Ok(vec![]);
+            }
+            self.read(|db| {
+                db.query(
+                    "SELECT id, name, started_at, finished_at, outcome, counts, error FROM job_runs
+                      WHERE $1::text IS NULL OR name = $1 ORDER BY id DESC LIMIT $2",
+                    &[&name, &clamp(limit)],
+                )
+                .map_err(pg)?
+                .iter()
+                .map(row_to_run)
+                .collect()
+            })
         })
     }
 }
@@ -122,42 +130,46 @@ fn manifest_conflict(e: postgres::Error) -> CoreError {
 
 impl ManifestStore for PgStore {
     fn put_manifest(&self, m: &StoredManifest) -> CoreResult<()> {
-        refuse_nul([
-            ("manifest.id", Some(m.id.as_str())),
-            ("manifest.tenant", Some(m.tenant.as_str())),
-            ("manifest.principal", Some(m.principal.as_str())),
-        ])?;
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[
-                    &m.id,
-                    &m.tenant,
-                    &m.principal,
-                    &micros(&m.created_at),
-                    &Json(&m.manifest),
-                ],
-            )
-            .map_err(manifest_conflict)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([
+                ("manifest.id", Some(m.id.as_str())),
+                ("manifest.tenant", Some(m.tenant.as_str())),
+                ("manifest.principal", Some(m.principal.as_str())),
+            ])?;
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest)
+                     VALUES ($1, $2, $3, $4, $5)",
+                    &[
+                        &m.id,
+                        &m.tenant,
+                        &m.principal,
+                        &micros(&m.created_at),
+                        &Json(&m.manifest),
+                    ],
+                )
+                .map_err(manifest_conflict)?;
+                Ok(())
+            })
         })
     }
 
     fn get_manifest(&self, id: &str) -> CoreResult<Option<StoredManifest>> {
-        if nul(id) {
-            return Ok(None);
-        }
-        self.read(|db| {
-            db.query_opt(
-                "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
-                  WHERE id = $1",
-                &[&id],
-            )
-            .map_err(pg)?
-            .as_ref()
-            .map(row_to_manifest)
-            .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(None);
+            }
+            self.read(|db| {
+                db.query_opt(
+                    "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
+                      WHERE id = $1",
+                    &[&id],
+                )
+                .map_err(pg)?
+                .as_ref()
+                .map(row_to_manifest)
+                .transpose()
+            })
         })
     }
 
@@ -167,50 +179,56 @@ impl ManifestStore for PgStore {
         principal: Option<&str>,
         limit: usize,
     ) -> CoreResult<Vec<StoredManifest>> {
-        if nul(tenant) || principal.is_some_and(nul) {
-            return Ok(vec![]);
-        }
-        self.read(|db| {
-            db.query(
-                "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
-                  WHERE tenant = $1 AND ($2::text IS NULL OR principal = $2)
-                  ORDER BY created_at DESC, id DESC LIMIT $3",
-                &[&tenant, &principal, &clamp(limit)],
-            )
-            .map_err(pg)?
-            .iter()
-            .map(row_to_manifest)
-            .collect()
+        crate::pool::off_runtime(|| {
+            if nul(tenant) || principal.is_some_and(nul) {
+                return Ok(vec![]);
+            }
+            self.read(|db| {
+                db.query(
+                    "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
+                      WHERE tenant = $1 AND ($2::text IS NULL OR principal = $2)
+                      ORDER BY created_at DESC, id DESC LIMIT $3",
+                    &[&tenant, &principal, &clamp(limit)],
+                )
+                .map_err(pg)?
+                .iter()
+                .map(row_to_manifest)
+                .collect()
+            })
         })
     }
 
     fn count_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize> {
-        if nul(tenant) || nul(principal) {
-            return Ok(0);
-        }
-        self.read(|db| {
-            let n: i64 = db
-                .query_one(
-                    "SELECT count(*) FROM context_manifests WHERE tenant = $1 AND principal = $2",
-                    &[&tenant, &principal],
-                )
-                .map_err(pg)?
-                .get(0);
-            Ok(n as usize)
+        crate::pool::off_runtime(|| {
+            if nul(tenant) || nul(principal) {
+                return Ok(0);
+            }
+            self.read(|db| {
+                let n: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM context_manifests WHERE tenant = $1 AND principal = $2",
+                        &[&tenant, &principal],
+                    )
+                    .map_err(pg)?
+                    .get(0);
+                Ok(n as usize)
+            })
         })
     }
 
     fn erase_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize> {
-        if nul(tenant) || nul(principal) {
-            return Ok(0);
-        }
-        self.write(|db| {
-            Ok(db
-                .execute(
-                    "DELETE FROM context_manifests WHERE tenant = $1 AND principal = $2",
-                    &[&tenant, &principal],
-                )
-                .map_err(pg)? as usize)
+        crate::pool::off_runtime(|| {
+            if nul(tenant) || nul(principal) {
+                return Ok(0);
+            }
+            self.write(|db| {
+                Ok(db
+                    .execute(
+                        "DELETE FROM context_manifests WHERE tenant = $1 AND principal = $2",
+                        &[&tenant, &principal],
+                    )
+                    .map_err(pg)? as usize)
+            })
         })
     }
 }
@@ -235,25 +253,29 @@ fn row_to_stats(r: &Row) -> CoreResult<(AssetId, UsageStats)> {
 
 impl UsageStore for PgStore {
     fn stats(&self, ids: &[AssetId]) -> CoreResult<HashMap<AssetId, UsageStats>> {
-        let ids: Vec<&str> = ids.iter().map(String::as_str).filter(|i| !nul(i)).collect();
-        if ids.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let sql = format!("SELECT {STATS_COLS} FROM memory_stats WHERE id = ANY($1)");
-        self.read(|db| {
-            db.query(&sql, &[&ids])
-                .map_err(pg)?
-                .iter()
-                .map(row_to_stats)
-                .collect()
+        crate::pool::off_runtime(|| {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).filter(|i| !nul(i)).collect();
+            if ids.is_empty() {
+                return Ok(HashMap::new());
+            }
+            let sql = format!("SELECT {STATS_COLS} FROM memory_stats WHERE id = ANY($1)");
+            self.read(|db| {
+                db.query(&sql, &[&ids])
+                    .map_err(pg)?
+                    .iter()
+                    .map(row_to_stats)
+                    .collect()
+            })
         })
     }
 
     fn record_retrievals(&self, ids: &[AssetId], at: DateTime<Utc>) -> CoreResult<()> {
-        self.retrievals
-            .lock()
-            .extend(ids.iter().filter(|i| !nul(i)).map(|id| (id.clone(), at)));
-        Ok(())
+        crate::pool::off_runtime(|| {
+            self.retrievals
+                .lock()
+                .extend(ids.iter().filter(|i| !nul(i)).map(|id| (id.clone(), at)));
+            Ok(())
+        })
     }
 
     fn usage_pending(&self) -> bool {
@@ -261,45 +283,47 @@ impl UsageStore for PgStore {
     }
 
     fn flush_usage(&self) -> CoreResult<bool> {
-        let batch = std::mem::take(&mut *self.retrievals.lock());
-        if batch.is_empty() {
-            return Ok(false);
-        }
-        // One row per id: the count of its retrievals and the latest time.
-        let mut per_id: HashMap<&str, (i64, DateTime<Utc>)> = HashMap::new();
-        for (id, at) in &batch {
-            let e = per_id.entry(id.as_str()).or_insert((0, *at));
-            e.0 += 1;
-            e.1 = e.1.max(*at);
-        }
-        let mut ids = vec![];
-        let mut counts = vec![];
-        let mut times = vec![];
-        for (id, (n, at)) in per_id {
-            ids.push(id);
-            counts.push(n);
-            times.push(micros(&at));
-        }
-        let res = self.write(|db| {
-            db.execute(
-                "INSERT INTO memory_stats (id, usage_count, last_retrieved)
-                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[])
-                 ON CONFLICT (id) DO UPDATE
-                    SET usage_count = memory_stats.usage_count + EXCLUDED.usage_count,
-                        last_retrieved = GREATEST(memory_stats.last_retrieved,
-                                                  EXCLUDED.last_retrieved)",
-                &[&ids, &counts, &times],
-            )
-            .map_err(pg)?;
-            Ok(())
-        });
-        if res.is_err() {
-            // Kept for the next flush, ahead of anything recorded since.
-            let mut buf = self.retrievals.lock();
-            let newer = std::mem::replace(&mut *buf, batch);
-            buf.extend(newer);
-        }
-        res.map(|()| true)
+        crate::pool::off_runtime(|| {
+            let batch = std::mem::take(&mut *self.retrievals.lock());
+            if batch.is_empty() {
+                return Ok(false);
+            }
+            // One row per id: the count of its retrievals and the latest time.
+            let mut per_id: HashMap<&str, (i64, DateTime<Utc>)> = HashMap::new();
+            for (id, at) in &batch {
+                let e = per_id.entry(id.as_str()).or_insert((0, *at));
+                e.0 += 1;
+                e.1 = e.1.max(*at);
+            }
+            let mut ids = vec![];
+            let mut counts = vec![];
+            let mut times = vec![];
+            for (id, (n, at)) in per_id {
+                ids.push(id);
+                counts.push(n);
+                times.push(micros(&at));
+            }
+            let res = self.write(|db| {
+                db.execute(
+                    "INSERT INTO memory_stats (id, usage_count, last_retrieved)
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::timestamptz[])
+                     ON CONFLICT (id) DO UPDATE
+                        SET usage_count = memory_stats.usage_count + EXCLUDED.usage_count,
+                            last_retrieved = GREATEST(memory_stats.last_retrieved,
+                                                      EXCLUDED.last_retrieved)",
+                    &[&ids, &counts, &times],
+                )
+                .map_err(pg)?;
+                Ok(())
+            });
+            if res.is_err() {
+                // Kept for the next flush, ahead of anything recorded since.
+                let mut buf = self.retrievals.lock();
+                let newer = std::mem::replace(&mut *buf, batch);
+                buf.extend(newer);
+            }
+            res.map(|()| true)
+        })
     }
 
     fn vote(
@@ -309,95 +333,105 @@ impl UsageStore for PgStore {
         helpful: bool,
         at: DateTime<Utc>,
     ) -> CoreResult<UsageStats> {
-        refuse_nul([("vote.id", Some(id)), ("vote.voter", Some(voter))])?;
-        let sql = format!("SELECT {STATS_COLS} FROM memory_stats WHERE id = $1");
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO memory_votes (id, voter, helpful, at) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (id, voter) DO UPDATE SET helpful = $3, at = $4",
-                &[&id, &voter, &helpful, &micros(&at)],
-            )
-            .map_err(pg)?;
-            db.execute(
-                "INSERT INTO memory_stats (id, helpful, harmful)
-                 SELECT $1, count(*) FILTER (WHERE helpful), count(*) FILTER (WHERE NOT helpful)
-                   FROM memory_votes WHERE id = $1
-                 ON CONFLICT (id) DO UPDATE
-                    SET helpful = EXCLUDED.helpful, harmful = EXCLUDED.harmful",
-                &[&id],
-            )
-            .map_err(pg)?;
-            Ok(db
-                .query_opt(&sql, &[&id])
-                .map_err(pg)?
-                .as_ref()
-                .map(row_to_stats)
-                .transpose()?
-                .map(|(_, s)| s)
-                .unwrap_or_default())
+        crate::pool::off_runtime(|| {
+            refuse_nul([("vote.id", Some(id)), ("vote.voter", Some(voter))])?;
+            let sql = format!("SELECT {STATS_COLS} FROM memory_stats WHERE id = $1");
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO memory_votes (id, voter, helpful, at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (id, voter) DO UPDATE SET helpful = $3, at = $4",
+                    &[&id, &voter, &helpful, &micros(&at)],
+                )
+                .map_err(pg)?;
+                db.execute(
+                    "INSERT INTO memory_stats (id, helpful, harmful)
+                     SELECT $1, count(*) FILTER (WHERE helpful), count(*) FILTER (WHERE NOT helpful)
+                       FROM memory_votes WHERE id = $1
+                     ON CONFLICT (id) DO UPDATE
+                        SET helpful = EXCLUDED.helpful, harmful = EXCLUDED.harmful",
+                    &[&id],
+                )
+                .map_err(pg)?;
+                Ok(db
+                    .query_opt(&sql, &[&id])
+                    .map_err(pg)?
+                    .as_ref()
+                    .map(row_to_stats)
+                    .transpose()?
+                    .map(|(_, s)| s)
+                    .unwrap_or_default())
+            })
         })
     }
 
     fn mark_verified(&self, id: &str, at: DateTime<Utc>) -> CoreResult<()> {
-        refuse_nul([("id", Some(id))])?;
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO memory_stats (id, last_verified) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET last_verified = $2",
-                &[&id, &micros(&at)],
-            )
-            .map_err(pg)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([("id", Some(id))])?;
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO memory_stats (id, last_verified) VALUES ($1, $2)
+                     ON CONFLICT (id) DO UPDATE SET last_verified = $2",
+                    &[&id, &micros(&at)],
+                )
+                .map_err(pg)?;
+                Ok(())
+            })
         })
     }
 
     fn set_weights(&self, weights: &[(AssetId, f32)]) -> CoreResult<()> {
-        refuse_nul(weights.iter().map(|(id, _)| ("id", Some(id.as_str()))))?;
-        if weights.is_empty() {
-            return Ok(());
-        }
-        // The last weight given for an id wins, as when applied one by one.
-        let mut last: HashMap<&str, f64> = HashMap::new();
-        for (id, w) in weights {
-            last.insert(id.as_str(), f64::from(*w));
-        }
-        let (ids, ws): (Vec<&str>, Vec<f64>) = last.into_iter().unzip();
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO memory_stats (id, decay_weight)
-                 SELECT * FROM unnest($1::text[], $2::float8[])
-                 ON CONFLICT (id) DO UPDATE SET decay_weight = EXCLUDED.decay_weight",
-                &[&ids, &ws],
-            )
-            .map_err(pg)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul(weights.iter().map(|(id, _)| ("id", Some(id.as_str()))))?;
+            if weights.is_empty() {
+                return Ok(());
+            }
+            // The last weight given for an id wins, as when applied one by one.
+            let mut last: HashMap<&str, f64> = HashMap::new();
+            for (id, w) in weights {
+                last.insert(id.as_str(), f64::from(*w));
+            }
+            let (ids, ws): (Vec<&str>, Vec<f64>) = last.into_iter().unzip();
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO memory_stats (id, decay_weight)
+                     SELECT * FROM unnest($1::text[], $2::float8[])
+                     ON CONFLICT (id) DO UPDATE SET decay_weight = EXCLUDED.decay_weight",
+                    &[&ids, &ws],
+                )
+                .map_err(pg)?;
+                Ok(())
+            })
         })
     }
 
     fn set_review(&self, id: &str, reason: Option<&str>) -> CoreResult<()> {
-        refuse_nul([("id", Some(id)), ("review", reason)])?;
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO memory_stats (id, review) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET review = $2",
-                &[&id, &reason],
-            )
-            .map_err(pg)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([("id", Some(id)), ("review", reason)])?;
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO memory_stats (id, review) VALUES ($1, $2)
+                     ON CONFLICT (id) DO UPDATE SET review = $2",
+                    &[&id, &reason],
+                )
+                .map_err(pg)?;
+                Ok(())
+            })
         })
     }
 
     fn under_review(&self, limit: usize) -> CoreResult<Vec<AssetId>> {
-        self.read(|db| {
-            Ok(db
-                .query(
-                    "SELECT id FROM memory_stats WHERE review IS NOT NULL ORDER BY id LIMIT $1",
-                    &[&clamp(limit)],
-                )
-                .map_err(pg)?
-                .iter()
-                .map(|r| r.get(0))
-                .collect())
+        crate::pool::off_runtime(|| {
+            self.read(|db| {
+                Ok(db
+                    .query(
+                        "SELECT id FROM memory_stats WHERE review IS NOT NULL ORDER BY id LIMIT $1",
+                        &[&clamp(limit)],
+                    )
+                    .map_err(pg)?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect())
+            })
         })
     }
 }

@@ -187,3 +187,27 @@ impl<C: GenericClient> Db<'_, C> {
         self.c.execute(&s, params)
     }
 }
+
+/// Runs `f`, which talks to PostgreSQL through the synchronous `postgres` client, where that
+/// client may block: the client drives its connection with a runtime of its own, and tokio
+/// refuses to start one on a thread that is driving async tasks. On a worker of a
+/// multi-threaded runtime (an async handler, the end of an async `main` dropping the store) the
+/// worker hands its tasks to another thread for the duration (`block_in_place`); on a blocking
+/// thread (`spawn_blocking`) or outside any runtime, `f` simply runs. A current-thread runtime
+/// cannot give its thread away: the registry never calls the store from one.
+pub(crate) fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+impl Drop for Pool {
+    /// Closing a connection talks to the server too (see [`off_runtime`]).
+    fn drop(&mut self) {
+        let idle = std::mem::take(&mut self.state.get_mut().idle);
+        off_runtime(|| drop(idle));
+    }
+}

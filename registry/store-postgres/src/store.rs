@@ -151,63 +151,65 @@ const ASSET_COLS: &str = "meta, body, status, lookup_key";
 impl PgStore {
     /// Connects, creates the schema if needed and migrates it.
     pub fn connect(opts: PgOptions) -> StoreResult<Self> {
-        if !valid_schema(&opts.schema) {
-            return Err(StoreError::Config(format!(
-                "schema {:?} must be 1-63 chars of [a-z0-9_], not starting with a digit",
-                opts.schema
-            )));
-        }
-        let mut config: postgres::Config = opts.url.parse()?;
-        let mut options = config.get_options().unwrap_or_default().to_string();
-        options.push_str(&format!(" -c search_path={}", opts.schema));
-        if let Some(t) = opts.idle_in_transaction_timeout {
-            options.push_str(&format!(
-                " -c idle_in_transaction_session_timeout={}",
-                t.as_millis()
-            ));
-        }
-        config.options(options.trim());
-        if config.get_application_name().is_none() {
-            config.application_name("harness-registry");
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        let endpoint = format!(
-            "{:?}:{:?}/{}",
-            config.get_hosts(),
-            config.get_ports(),
-            config.get_dbname().unwrap_or("")
-        );
-        let pool = Pool::new(config, opts.pool_size, opts.pool_wait);
-        {
-            let mut conn = pool.get()?;
-            migrate(&mut conn.client, &opts.schema)?;
-            // Purge runs VACUUM, which skips (with only a warning) a table the role does not own.
-            let may_vacuum: bool = conn
-                .client
-                .query_one(
-                    "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE'))
-                         OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
-                       FROM pg_class c
-                      WHERE c.oid IN ('assets'::regclass, 'derivation'::regclass)",
-                    &[],
-                )?
-                .get(0);
-            if !may_vacuum {
-                return Err(StoreError::Config(
-                    "the store's role must own its tables: purge runs VACUUM on them".into(),
+        crate::pool::off_runtime(|| {
+            if !valid_schema(&opts.schema) {
+                return Err(StoreError::Config(format!(
+                    "schema {:?} must be 1-63 chars of [a-z0-9_], not starting with a digit",
+                    opts.schema
+                )));
+            }
+            let mut config: postgres::Config = opts.url.parse()?;
+            let mut options = config.get_options().unwrap_or_default().to_string();
+            options.push_str(&format!(" -c search_path={}", opts.schema));
+            if let Some(t) = opts.idle_in_transaction_timeout {
+                options.push_str(&format!(
+                    " -c idle_in_transaction_session_timeout={}",
+                    t.as_millis()
                 ));
             }
-        }
-        Ok(PgStore {
-            pool,
-            schema: opts.schema,
-            audit_key: opts.audit_key,
-            endpoint,
-            purge_wait: opts.purge_wait,
-            retrievals: parking_lot::Mutex::new(vec![]),
-            node_id: opts.node_id,
+            config.options(options.trim());
+            if config.get_application_name().is_none() {
+                config.application_name("harness-registry");
+            }
+            if config.get_connect_timeout().is_none() {
+                config.connect_timeout(Duration::from_secs(10));
+            }
+            let endpoint = format!(
+                "{:?}:{:?}/{}",
+                config.get_hosts(),
+                config.get_ports(),
+                config.get_dbname().unwrap_or("")
+            );
+            let pool = Pool::new(config, opts.pool_size, opts.pool_wait);
+            {
+                let mut conn = pool.get()?;
+                migrate(&mut conn.client, &opts.schema)?;
+                // Purge runs VACUUM, which skips (with only a warning) a table the role does not own.
+                let may_vacuum: bool = conn
+                    .client
+                    .query_one(
+                        "SELECT bool_and(pg_has_role(current_user, c.relowner, 'USAGE'))
+                             OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)
+                           FROM pg_class c
+                          WHERE c.oid IN ('assets'::regclass, 'derivation'::regclass)",
+                        &[],
+                    )?
+                    .get(0);
+                if !may_vacuum {
+                    return Err(StoreError::Config(
+                        "the store's role must own its tables: purge runs VACUUM on them".into(),
+                    ));
+                }
+            }
+            Ok(PgStore {
+                pool,
+                schema: opts.schema,
+                audit_key: opts.audit_key,
+                endpoint,
+                purge_wait: opts.purge_wait,
+                retrievals: parking_lot::Mutex::new(vec![]),
+                node_id: opts.node_id,
+            })
         })
     }
 
@@ -238,14 +240,16 @@ impl PgStore {
 
     /// The number of the newest migration applied.
     pub fn schema_version(&self) -> StoreResult<i64> {
-        let mut conn = self.pool.get()?;
-        Ok(conn
-            .client
-            .query_one(
-                "SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations",
-                &[],
-            )?
-            .get(0))
+        crate::pool::off_runtime(|| {
+            let mut conn = self.pool.get()?;
+            Ok(conn
+                .client
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0)::bigint FROM schema_migrations",
+                    &[],
+                )?
+                .get(0))
+        })
     }
 
     /// The audit key this store seals events with.
@@ -256,14 +260,18 @@ impl PgStore {
     /// Runs raw SQL (simple protocol, several statements allowed) on one connection of the
     /// pool; for tests and administrative work.
     pub fn execute_batch(&self, sql: &str) -> CoreResult<()> {
-        let mut conn = self.pool.get()?;
-        conn.client.batch_execute(sql).map_err(pg)
+        crate::pool::off_runtime(|| {
+            let mut conn = self.pool.get()?;
+            conn.client.batch_execute(sql).map_err(pg)
+        })
     }
 
     /// Appends one audit event in its own transaction (for writes outside `commit`).
     pub fn append_audit_event(&self, draft: AuditDraft) -> CoreResult<AuditEvent> {
-        let key = self.audit_key.clone();
-        self.write(|db| append_audit(db, draft, key.as_ref()))
+        crate::pool::off_runtime(|| {
+            let key = self.audit_key.clone();
+            self.write(|db| append_audit(db, draft, key.as_ref()))
+        })
     }
 
     /// Runs `f` on a pooled connection, once more on a fresh one if the first was found closed
@@ -559,221 +567,235 @@ fn set_status<C: GenericClient>(
 
 impl AssetStore for PgStore {
     fn commit(&self, ops: Vec<WriteOp>) -> CoreResult<Vec<AuditEvent>> {
-        let key = self.audit_key.clone();
-        self.write(|db| {
-            let mut events = vec![];
-            let mut changed: Vec<String> = vec![];
-            let now = micros(&Utc::now());
-            for op in ops {
-                match op {
-                    WriteOp::PutVersion(rec) => {
-                        put_version(db, &rec)?;
-                        changed.push(rec.meta.id.clone());
-                    }
-                    WriteOp::SetStatus {
-                        id,
-                        version,
-                        status,
-                        expect,
-                    } => {
-                        set_status(db, &id, version, status, expect)?;
-                        changed.push(id);
-                    }
-                    WriteOp::AddEdge(e) => {
-                        refuse_nul([
-                            ("edge.parent", Some(e.parent.as_str())),
-                            ("edge.child", Some(e.child.as_str())),
-                        ])?;
-                        db.execute(
-                            "INSERT INTO derivation (parent, child, relation, child_store, created_at)
-                             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                            &[
-                                &e.parent,
-                                &e.child,
-                                &e.relation.as_str(),
-                                &e.child_store.as_str(),
-                                &now,
-                            ],
-                        )
-                        .map_err(pg)?;
-                    }
-                    WriteOp::Audit(d) => events.push(append_audit(db, d, key.as_ref())?),
-                    WriteOp::Idempotency {
-                        tenant,
-                        key,
-                        request_hash,
-                        response,
-                    } => {
-                        refuse_nul([
-                            ("idempotency.tenant", Some(tenant.as_str())),
-                            ("idempotency.key", Some(key.as_str())),
-                            ("idempotency.request_hash", Some(request_hash.as_str())),
-                        ])?;
-                        db.execute(
-                            "INSERT INTO idempotency (tenant, key, request_hash, response, created_at)
-                             VALUES ($1, $2, $3, $4, $5)",
-                            &[&tenant, &key, &request_hash, &response, &now],
-                        )
-                        .map_err(conflict)?;
+        crate::pool::off_runtime(|| {
+            let key = self.audit_key.clone();
+            self.write(|db| {
+                let mut events = vec![];
+                let mut changed: Vec<String> = vec![];
+                let now = micros(&Utc::now());
+                for op in ops {
+                    match op {
+                        WriteOp::PutVersion(rec) => {
+                            put_version(db, &rec)?;
+                            changed.push(rec.meta.id.clone());
+                        }
+                        WriteOp::SetStatus {
+                            id,
+                            version,
+                            status,
+                            expect,
+                        } => {
+                            set_status(db, &id, version, status, expect)?;
+                            changed.push(id);
+                        }
+                        WriteOp::AddEdge(e) => {
+                            refuse_nul([
+                                ("edge.parent", Some(e.parent.as_str())),
+                                ("edge.child", Some(e.child.as_str())),
+                            ])?;
+                            db.execute(
+                                "INSERT INTO derivation (parent, child, relation, child_store, created_at)
+                                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                                &[
+                                    &e.parent,
+                                    &e.child,
+                                    &e.relation.as_str(),
+                                    &e.child_store.as_str(),
+                                    &now,
+                                ],
+                            )
+                            .map_err(pg)?;
+                        }
+                        WriteOp::Audit(d) => events.push(append_audit(db, d, key.as_ref())?),
+                        WriteOp::Idempotency {
+                            tenant,
+                            key,
+                            request_hash,
+                            response,
+                        } => {
+                            refuse_nul([
+                                ("idempotency.tenant", Some(tenant.as_str())),
+                                ("idempotency.key", Some(key.as_str())),
+                                ("idempotency.request_hash", Some(request_hash.as_str())),
+                            ])?;
+                            db.execute(
+                                "INSERT INTO idempotency (tenant, key, request_hash, response, created_at)
+                                 VALUES ($1, $2, $3, $4, $5)",
+                                &[&tenant, &key, &request_hash, &response, &now],
+                            )
+                            .map_err(conflict)?;
+                        }
                     }
                 }
-            }
-            let ids: Vec<&str> = changed.iter().map(String::as_str).collect();
-            self.log_changes(db, &ids)?;
-            Ok(events)
+                let ids: Vec<&str> = changed.iter().map(String::as_str).collect();
+                self.log_changes(db, &ids)?;
+                Ok(events)
+            })
         })
     }
 
     fn get(&self, id: &str) -> CoreResult<Option<AssetRecord>> {
-        if nul(id) {
-            return Ok(None);
-        }
-        let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 AND is_head");
-        self.read(|db| {
-            db.query_opt(&sql, &[&id])
-                .map_err(pg)?
-                .as_ref()
-                .map(row_to_record)
-                .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(None);
+            }
+            let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 AND is_head");
+            self.read(|db| {
+                db.query_opt(&sql, &[&id])
+                    .map_err(pg)?
+                    .as_ref()
+                    .map(row_to_record)
+                    .transpose()
+            })
         })
     }
 
     fn get_version(&self, id: &str, version: u32) -> CoreResult<Option<AssetRecord>> {
-        if nul(id) {
-            return Ok(None);
-        }
-        let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 AND version = $2");
-        self.read(|db| {
-            db.query_opt(&sql, &[&id, &version_i64(version)])
-                .map_err(pg)?
-                .as_ref()
-                .map(row_to_record)
-                .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(None);
+            }
+            let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 AND version = $2");
+            self.read(|db| {
+                db.query_opt(&sql, &[&id, &version_i64(version)])
+                    .map_err(pg)?
+                    .as_ref()
+                    .map(row_to_record)
+                    .transpose()
+            })
         })
     }
 
     fn history(&self, id: &str) -> CoreResult<Vec<AssetRecord>> {
-        if nul(id) {
-            return Ok(vec![]);
-        }
-        let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 ORDER BY version");
-        self.read(|db| {
-            db.query(&sql, &[&id])
-                .map_err(pg)?
-                .iter()
-                .map(row_to_record)
-                .collect()
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(vec![]);
+            }
+            let sql = format!("SELECT {ASSET_COLS} FROM assets WHERE id = $1 ORDER BY version");
+            self.read(|db| {
+                db.query(&sql, &[&id])
+                    .map_err(pg)?
+                    .iter()
+                    .map(row_to_record)
+                    .collect()
+            })
         })
     }
 
     fn find(&self, q: &AssetQuery) -> CoreResult<Vec<AssetRecord>> {
-        let equal_to_nul = [&q.tenant, &q.lookup_key, &q.content_hash, &q.owner]
-            .iter()
-            .any(|v| v.as_deref().is_some_and(nul));
-        if equal_to_nul {
-            return Ok(vec![]);
-        }
-        let mut sql = format!("SELECT {ASSET_COLS} FROM assets WHERE true");
-        let mut args: Vec<Box<dyn ToSql + Sync>> = vec![];
-        let mut arg = |v: Box<dyn ToSql + Sync>| {
-            args.push(v);
-            format!("${}", args.len())
-        };
-        if q.heads_only {
-            sql.push_str(" AND is_head");
-        }
-        if let Some(k) = q.kind {
-            sql.push_str(&format!(" AND kind = {}", arg(Box::new(k.as_str()))));
-        }
-        if let Some(t) = &q.tenant {
-            sql.push_str(&format!(" AND tenant = {}", arg(Box::new(t.clone()))));
-        }
-        if let Some(l) = &q.lookup_key {
-            sql.push_str(&format!(" AND lookup_key = {}", arg(Box::new(l.clone()))));
-        }
-        if let Some(h) = &q.content_hash {
-            sql.push_str(&format!(" AND content_hash = {}", arg(Box::new(h.clone()))));
-        }
-        if let Some(o) = &q.owner {
-            sql.push_str(&format!(" AND owner = {}", arg(Box::new(o.clone()))));
-        }
-        if let Some(c) = &q.created_since {
-            sql.push_str(&format!(" AND created_at >= {}", arg(Box::new(micros(c)))));
-        }
-        if let Some(e) = &q.expires_before {
-            sql.push_str(&format!(" AND expires_at <= {}", arg(Box::new(micros(e)))));
-        }
-        if let Some(e) = &q.retain_before {
-            sql.push_str(&format!(
-                " AND retain_until <= {}",
-                arg(Box::new(micros(e)))
-            ));
-        }
-        if let Some(c) = &q.created_before {
-            sql.push_str(&format!(" AND created_at < {}", arg(Box::new(micros(c)))));
-        }
-        if let Some((at, id, version)) = &q.after {
-            // A cursor id with a NUL: no stored id starts with its text up to the NUL and goes
-            // on past it, so "after it" is "after every version of that prefix".
-            let (id, version) = match id.split_once('\0') {
-                Some((prefix, _)) => (prefix.to_string(), i64::from(u32::MAX) + 1),
-                None => (id.clone(), version_i64(*version)),
-            };
-            let a = arg(Box::new(micros(at)));
-            let b = arg(Box::new(id));
-            let c = arg(Box::new(version));
-            sql.push_str(&format!(" AND (created_at, id, version) > ({a}, {b}, {c})"));
-        }
-        let mut any = |sql: &mut String, column: &str, mut vals: Vec<String>| {
-            vals.retain(|v| !nul(v));
-            if vals.is_empty() {
-                sql.push_str(" AND false");
-            } else {
-                sql.push_str(&format!(" AND {column} = ANY({})", arg(Box::new(vals))));
-            }
-        };
-        if let Some(s) = &q.scope_keys {
-            any(&mut sql, "scope_key", s.clone());
-        }
-        if let Some(s) = &q.statuses {
-            any(
-                &mut sql,
-                "status",
-                s.iter().map(|x| x.as_str().to_string()).collect(),
-            );
-        }
-        if let Some(ids) = &q.ids {
-            any(&mut sql, "id", ids.clone());
-        }
-        sql.push_str(" ORDER BY created_at, id, version");
-        if let Some(l) = q.limit {
-            let l = i64::try_from(l).unwrap_or(i64::MAX);
-            sql.push_str(&format!(" LIMIT {}", arg(Box::new(l))));
-        }
-        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|b| &**b).collect();
-        self.read(|db| {
-            db.query(&sql, &params)
-                .map_err(pg)?
+        crate::pool::off_runtime(|| {
+            let equal_to_nul = [&q.tenant, &q.lookup_key, &q.content_hash, &q.owner]
                 .iter()
-                .map(row_to_record)
-                .collect()
+                .any(|v| v.as_deref().is_some_and(nul));
+            if equal_to_nul {
+                return Ok(vec![]);
+            }
+            let mut sql = format!("SELECT {ASSET_COLS} FROM assets WHERE true");
+            let mut args: Vec<Box<dyn ToSql + Sync>> = vec![];
+            let mut arg = |v: Box<dyn ToSql + Sync>| {
+                args.push(v);
+                format!("${}", args.len())
+            };
+            if q.heads_only {
+                sql.push_str(" AND is_head");
+            }
+            if let Some(k) = q.kind {
+                sql.push_str(&format!(" AND kind = {}", arg(Box::new(k.as_str()))));
+            }
+            if let Some(t) = &q.tenant {
+                sql.push_str(&format!(" AND tenant = {}", arg(Box::new(t.clone()))));
+            }
+            if let Some(l) = &q.lookup_key {
+                sql.push_str(&format!(" AND lookup_key = {}", arg(Box::new(l.clone()))));
+            }
+            if let Some(h) = &q.content_hash {
+                sql.push_str(&format!(" AND content_hash = {}", arg(Box::new(h.clone()))));
+            }
+            if let Some(o) = &q.owner {
+                sql.push_str(&format!(" AND owner = {}", arg(Box::new(o.clone()))));
+            }
+            if let Some(c) = &q.created_since {
+                sql.push_str(&format!(" AND created_at >= {}", arg(Box::new(micros(c)))));
+            }
+            if let Some(e) = &q.expires_before {
+                sql.push_str(&format!(" AND expires_at <= {}", arg(Box::new(micros(e)))));
+            }
+            if let Some(e) = &q.retain_before {
+                sql.push_str(&format!(
+                    " AND retain_until <= {}",
+                    arg(Box::new(micros(e)))
+                ));
+            }
+            if let Some(c) = &q.created_before {
+                sql.push_str(&format!(" AND created_at < {}", arg(Box::new(micros(c)))));
+            }
+            if let Some((at, id, version)) = &q.after {
+                // A cursor id with a NUL: no stored id starts with its text up to the NUL and goes
+                // on past it, so "after it" is "after every version of that prefix".
+                let (id, version) = match id.split_once('\0') {
+                    Some((prefix, _)) => (prefix.to_string(), i64::from(u32::MAX) + 1),
+                    None => (id.clone(), version_i64(*version)),
+                };
+                let a = arg(Box::new(micros(at)));
+                let b = arg(Box::new(id));
+                let c = arg(Box::new(version));
+                sql.push_str(&format!(" AND (created_at, id, version) > ({a}, {b}, {c})"));
+            }
+            let mut any = |sql: &mut String, column: &str, mut vals: Vec<String>| {
+                vals.retain(|v| !nul(v));
+                if vals.is_empty() {
+                    sql.push_str(" AND false");
+                } else {
+                    sql.push_str(&format!(" AND {column} = ANY({})", arg(Box::new(vals))));
+                }
+            };
+            if let Some(s) = &q.scope_keys {
+                any(&mut sql, "scope_key", s.clone());
+            }
+            if let Some(s) = &q.statuses {
+                any(
+                    &mut sql,
+                    "status",
+                    s.iter().map(|x| x.as_str().to_string()).collect(),
+                );
+            }
+            if let Some(ids) = &q.ids {
+                any(&mut sql, "id", ids.clone());
+            }
+            sql.push_str(" ORDER BY created_at, id, version");
+            if let Some(l) = q.limit {
+                let l = i64::try_from(l).unwrap_or(i64::MAX);
+                sql.push_str(&format!(" LIMIT {}", arg(Box::new(l))));
+            }
+            let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|b| &**b).collect();
+            self.read(|db| {
+                db.query(&sql, &params)
+                    .map_err(pg)?
+                    .iter()
+                    .map(row_to_record)
+                    .collect()
+            })
         })
     }
 
     fn edges_from(&self, parent: &str) -> CoreResult<Vec<DerivationEdge>> {
-        self.edges(
-            "SELECT parent, child, relation, child_store FROM derivation
-              WHERE parent = $1 ORDER BY created_at, child",
-            parent,
-        )
+        crate::pool::off_runtime(|| {
+            self.edges(
+                "SELECT parent, child, relation, child_store FROM derivation
+                  WHERE parent = $1 ORDER BY created_at, child",
+                parent,
+            )
+        })
     }
 
     fn edges_to(&self, child: &str) -> CoreResult<Vec<DerivationEdge>> {
-        self.edges(
-            "SELECT parent, child, relation, child_store FROM derivation
-              WHERE child = $1 ORDER BY created_at, child",
-            child,
-        )
+        crate::pool::off_runtime(|| {
+            self.edges(
+                "SELECT parent, child, relation, child_store FROM derivation
+                  WHERE child = $1 ORDER BY created_at, child",
+                child,
+            )
+        })
     }
 
     fn idempotent_response(
@@ -781,52 +803,56 @@ impl AssetStore for PgStore {
         tenant: &str,
         key: &str,
     ) -> CoreResult<Option<(String, serde_json::Value)>> {
-        if nul(tenant) || nul(key) {
-            return Ok(None);
-        }
-        self.read(|db| {
-            let row = db
-                .query_opt(
-                    "SELECT request_hash, response FROM idempotency WHERE tenant = $1 AND key = $2",
-                    &[&tenant, &key],
-                )
-                .map_err(pg)?;
-            row.map(|r| Ok((r.try_get(0).map_err(pg)?, r.try_get(1).map_err(pg)?)))
-                .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(tenant) || nul(key) {
+                return Ok(None);
+            }
+            self.read(|db| {
+                let row = db
+                    .query_opt(
+                        "SELECT request_hash, response FROM idempotency WHERE tenant = $1 AND key = $2",
+                        &[&tenant, &key],
+                    )
+                    .map_err(pg)?;
+                row.map(|r| Ok((r.try_get(0).map_err(pg)?, r.try_get(1).map_err(pg)?)))
+                    .transpose()
+            })
         })
     }
 
     fn audit_events(&self, after: u64, limit: usize) -> CoreResult<Vec<AuditEvent>> {
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(|db| {
-            db.query(
-                "SELECT seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason,
-                        prev_hash, hash, keyed
-                   FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
-                &[&after, &limit],
-            )
-            .map_err(pg)?
-            .iter()
-            .map(|r| {
-                Ok(AuditEvent {
-                    seq: r.try_get::<_, i64>(0).map_err(pg)? as u64,
-                    at: r.try_get(1).map_err(pg)?,
-                    draft: AuditDraft {
-                        actor: r.try_get(2).map_err(pg)?,
-                        tenant: r.try_get(3).map_err(pg)?,
-                        action: r.try_get(4).map_err(pg)?,
-                        asset_id: r.try_get(5).map_err(pg)?,
-                        before_hash: r.try_get(6).map_err(pg)?,
-                        after_hash: r.try_get(7).map_err(pg)?,
-                        reason: r.try_get(8).map_err(pg)?,
-                    },
-                    prev_hash: r.try_get(9).map_err(pg)?,
-                    hash: r.try_get(10).map_err(pg)?,
-                    keyed: r.try_get(11).map_err(pg)?,
+        crate::pool::off_runtime(|| {
+            let after = i64::try_from(after).unwrap_or(i64::MAX);
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.read(|db| {
+                db.query(
+                    "SELECT seq, at, actor, tenant, action, asset_id, before_hash, after_hash, reason,
+                            prev_hash, hash, keyed
+                       FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+                    &[&after, &limit],
+                )
+                .map_err(pg)?
+                .iter()
+                .map(|r| {
+                    Ok(AuditEvent {
+                        seq: r.try_get::<_, i64>(0).map_err(pg)? as u64,
+                        at: r.try_get(1).map_err(pg)?,
+                        draft: AuditDraft {
+                            actor: r.try_get(2).map_err(pg)?,
+                            tenant: r.try_get(3).map_err(pg)?,
+                            action: r.try_get(4).map_err(pg)?,
+                            asset_id: r.try_get(5).map_err(pg)?,
+                            before_hash: r.try_get(6).map_err(pg)?,
+                            after_hash: r.try_get(7).map_err(pg)?,
+                            reason: r.try_get(8).map_err(pg)?,
+                        },
+                        prev_hash: r.try_get(9).map_err(pg)?,
+                        hash: r.try_get(10).map_err(pg)?,
+                        keyed: r.try_get(11).map_err(pg)?,
+                    })
                 })
+                .collect()
             })
-            .collect()
         })
     }
 
@@ -846,83 +872,92 @@ impl AssetStore for PgStore {
     /// `secure_delete`. If the wait runs out or VACUUM fails, the rows are deleted all the same
     /// and the call returns the error, so that a deletion run resumes and vacuums again.
     fn purge(&self, ids: &[String], audit: AuditDraft) -> CoreResult<PurgeCounts> {
-        let key = self.audit_key.clone();
-        let counts = self.write(|db| {
-            let mut counts = PurgeCounts::default();
-            for id in ids.iter().filter(|id| !nul(id)) {
-                counts.versions += db
-                    .execute("DELETE FROM assets WHERE id = $1", &[id])
-                    .map_err(pg)?;
-                counts.edges += db
-                    .execute(
-                        "DELETE FROM derivation WHERE parent = $1 OR child = $1",
-                        &[id],
-                    )
-                    .map_err(pg)?;
-            }
-            append_audit(db, audit, key.as_ref())?;
-            let logged: Vec<&str> = ids.iter().map(String::as_str).filter(|i| !nul(i)).collect();
-            self.log_changes(db, &logged)?;
-            Ok((counts, current_xid(db)?))
-        })?;
-        self.vacuum_after(counts.1, "assets, derivation")?;
-        Ok(counts.0)
+        crate::pool::off_runtime(|| {
+            let key = self.audit_key.clone();
+            let counts = self.write(|db| {
+                let mut counts = PurgeCounts::default();
+                for id in ids.iter().filter(|id| !nul(id)) {
+                    counts.versions += db
+                        .execute("DELETE FROM assets WHERE id = $1", &[id])
+                        .map_err(pg)?;
+                    counts.edges += db
+                        .execute(
+                            "DELETE FROM derivation WHERE parent = $1 OR child = $1",
+                            &[id],
+                        )
+                        .map_err(pg)?;
+                }
+                append_audit(db, audit, key.as_ref())?;
+                let logged: Vec<&str> =
+                    ids.iter().map(String::as_str).filter(|i| !nul(i)).collect();
+                self.log_changes(db, &logged)?;
+                Ok((counts, current_xid(db)?))
+            })?;
+            self.vacuum_after(counts.1, "assets, derivation")?;
+            Ok(counts.0)
+        })
     }
 
     fn checkpoint_audit(&self) -> CoreResult<Option<Checkpoint>> {
-        let Some(key) = self.audit_key.clone() else {
-            return self.latest_checkpoint();
-        };
-        self.write(|db| {
-            let head = db
-                .query_opt("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &[])
-                .map_err(pg)?;
-            let Some(head) = head else { return Ok(()) };
-            let (seq, hash): (i64, String) = (head.get(0), head.get(1));
-            let last: Option<i64> = db
-                .query_one("SELECT MAX(seq) FROM audit_checkpoints", &[])
-                .map_err(pg)?
-                .get(0);
-            if last != Some(seq) {
-                let cp = Checkpoint::sign(&key, seq as u64, &hash, micros(&Utc::now()));
-                db.execute(
-                    "INSERT INTO audit_checkpoints (seq, hash, at, mac) VALUES ($1, $2, $3, $4)",
-                    &[&seq, &cp.hash, &cp.at, &cp.mac],
-                )
-                .map_err(pg)?;
-            }
-            Ok(())
-        })?;
-        self.latest_checkpoint()
+        crate::pool::off_runtime(|| {
+            let Some(key) = self.audit_key.clone() else {
+                return self.latest_checkpoint();
+            };
+            self.write(|db| {
+                let head = db
+                    .query_opt("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1", &[])
+                    .map_err(pg)?;
+                let Some(head) = head else { return Ok(()) };
+                let (seq, hash): (i64, String) = (head.get(0), head.get(1));
+                let last: Option<i64> = db
+                    .query_one("SELECT MAX(seq) FROM audit_checkpoints", &[])
+                    .map_err(pg)?
+                    .get(0);
+                if last != Some(seq) {
+                    let cp = Checkpoint::sign(&key, seq as u64, &hash, micros(&Utc::now()));
+                    db.execute(
+                        "INSERT INTO audit_checkpoints (seq, hash, at, mac) VALUES ($1, $2, $3, $4)",
+                        &[&seq, &cp.hash, &cp.at, &cp.mac],
+                    )
+                    .map_err(pg)?;
+                }
+                Ok(())
+            })?;
+            self.latest_checkpoint()
+        })
     }
 
     fn audit_checkpoints(&self) -> CoreResult<Vec<Checkpoint>> {
-        self.checkpoints("SELECT seq, hash, at, mac FROM audit_checkpoints ORDER BY seq")
+        crate::pool::off_runtime(|| {
+            self.checkpoints("SELECT seq, hash, at, mac FROM audit_checkpoints ORDER BY seq")
+        })
     }
 
     /// Deletes the versions of `id` below `version` and records `audit` in one transaction,
     /// then runs `VACUUM (INDEX_CLEANUP ON)` on `assets`; what survives until then, and after, is as for
     /// [`purge`](AssetStore::purge).
     fn purge_versions_before(&self, id: &str, version: u32, audit: AuditDraft) -> CoreResult<u64> {
-        let key = self.audit_key.clone();
-        let n = self.write(|db| {
-            let n = if nul(id) {
-                0
-            } else {
-                db.execute(
-                    "DELETE FROM assets WHERE id = $1 AND version < $2",
-                    &[&id, &version_i64(version)],
-                )
-                .map_err(pg)?
-            };
-            append_audit(db, audit, key.as_ref())?;
-            if !nul(id) {
-                self.log_changes(db, &[id])?;
-            }
-            Ok((n, current_xid(db)?))
-        })?;
-        self.vacuum_after(n.1, "assets")?;
-        Ok(n.0)
+        crate::pool::off_runtime(|| {
+            let key = self.audit_key.clone();
+            let n = self.write(|db| {
+                let n = if nul(id) {
+                    0
+                } else {
+                    db.execute(
+                        "DELETE FROM assets WHERE id = $1 AND version < $2",
+                        &[&id, &version_i64(version)],
+                    )
+                    .map_err(pg)?
+                };
+                append_audit(db, audit, key.as_ref())?;
+                if !nul(id) {
+                    self.log_changes(db, &[id])?;
+                }
+                Ok((n, current_xid(db)?))
+            })?;
+            self.vacuum_after(n.1, "assets")?;
+            Ok(n.0)
+        })
     }
 
     fn purge_method(&self) -> Option<&'static str> {
@@ -956,178 +991,194 @@ fn row_to_key(r: &Row) -> CoreResult<ApiKeyRecord> {
 
 impl KeyStore for PgStore {
     fn create_key(&self, rec: &ApiKeyRecord) -> CoreResult<()> {
-        refuse_nul([
-            ("key.id", Some(rec.id.as_str())),
-            ("key.key_hash", Some(rec.key_hash.as_str())),
-            ("key.tenant", Some(rec.tenant.as_str())),
-            ("key.user", Some(rec.user.as_str())),
-        ])?;
-        let key = self.audit_key.clone();
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at,
-                    revoked_at, platform, projects, clearance)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10)",
-                &[
-                    &rec.id,
-                    &rec.key_hash,
-                    &rec.tenant,
-                    &rec.user,
-                    &Json(&rec.groups),
-                    &Json(&rec.roles),
-                    &micros(&rec.created_at),
-                    &rec.platform,
-                    &Json(&rec.projects),
-                    &rec.clearance.as_str(),
-                ],
-            )
-            .map_err(conflict)?;
-            append_audit(
-                db,
-                AuditDraft::new("admin", "key.create")
-                    .tenant(rec.tenant.clone())
-                    .asset(rec.id.clone())
-                    .hashes(None, Some(rec.key_hash.clone())),
-                key.as_ref(),
-            )?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([
+                ("key.id", Some(rec.id.as_str())),
+                ("key.key_hash", Some(rec.key_hash.as_str())),
+                ("key.tenant", Some(rec.tenant.as_str())),
+                ("key.user", Some(rec.user.as_str())),
+            ])?;
+            let key = self.audit_key.clone();
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at,
+                        revoked_at, platform, projects, clearance)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10)",
+                    &[
+                        &rec.id,
+                        &rec.key_hash,
+                        &rec.tenant,
+                        &rec.user,
+                        &Json(&rec.groups),
+                        &Json(&rec.roles),
+                        &micros(&rec.created_at),
+                        &rec.platform,
+                        &Json(&rec.projects),
+                        &rec.clearance.as_str(),
+                    ],
+                )
+                .map_err(conflict)?;
+                append_audit(
+                    db,
+                    AuditDraft::new("admin", "key.create")
+                        .tenant(rec.tenant.clone())
+                        .asset(rec.id.clone())
+                        .hashes(None, Some(rec.key_hash.clone())),
+                    key.as_ref(),
+                )?;
+                Ok(())
+            })
         })
     }
 
     fn find_key(&self, key_hash: &str) -> CoreResult<Option<ApiKeyRecord>> {
-        if nul(key_hash) {
-            return Ok(None);
-        }
-        let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE key_hash = $1");
-        self.read(|db| {
-            db.query_opt(&sql, &[&key_hash])
-                .map_err(pg)?
-                .as_ref()
-                .map(row_to_key)
-                .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(key_hash) {
+                return Ok(None);
+            }
+            let sql = format!("SELECT {KEY_COLS} FROM api_keys WHERE key_hash = $1");
+            self.read(|db| {
+                db.query_opt(&sql, &[&key_hash])
+                    .map_err(pg)?
+                    .as_ref()
+                    .map(row_to_key)
+                    .transpose()
+            })
         })
     }
 
     fn list_keys(&self, tenant: Option<&str>) -> CoreResult<Vec<ApiKeyRecord>> {
-        if tenant.is_some_and(nul) {
-            return Ok(vec![]);
-        }
-        let sql = format!(
-            "SELECT {KEY_COLS} FROM api_keys WHERE $1::text IS NULL OR tenant = $1
-              ORDER BY created_at"
-        );
-        self.read(|db| {
-            db.query(&sql, &[&tenant])
-                .map_err(pg)?
-                .iter()
-                .map(row_to_key)
-                .collect()
+        crate::pool::off_runtime(|| {
+            if tenant.is_some_and(nul) {
+                return Ok(vec![]);
+            }
+            let sql = format!(
+                "SELECT {KEY_COLS} FROM api_keys WHERE $1::text IS NULL OR tenant = $1
+                  ORDER BY created_at"
+            );
+            self.read(|db| {
+                db.query(&sql, &[&tenant])
+                    .map_err(pg)?
+                    .iter()
+                    .map(row_to_key)
+                    .collect()
+            })
         })
     }
 
     fn revoke_key(&self, id: &str, actor: &str) -> CoreResult<bool> {
-        if nul(id) {
-            return Ok(false);
-        }
-        let key = self.audit_key.clone();
-        self.write(|db| {
-            let row = db
-                .query_opt(
-                    "SELECT tenant FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
-                    &[&id],
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(false);
+            }
+            let key = self.audit_key.clone();
+            self.write(|db| {
+                let row = db
+                    .query_opt(
+                        "SELECT tenant FROM api_keys WHERE id = $1 AND revoked_at IS NULL",
+                        &[&id],
+                    )
+                    .map_err(pg)?;
+                let Some(row) = row else { return Ok(false) };
+                let tenant: String = row.get(0);
+                db.execute(
+                    "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
+                    &[&id, &micros(&Utc::now())],
                 )
                 .map_err(pg)?;
-            let Some(row) = row else { return Ok(false) };
-            let tenant: String = row.get(0);
-            db.execute(
-                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1",
-                &[&id, &micros(&Utc::now())],
-            )
-            .map_err(pg)?;
-            append_audit(
-                db,
-                AuditDraft::new(actor, "key.revoke")
-                    .tenant(tenant)
-                    .asset(id),
-                key.as_ref(),
-            )?;
-            Ok(true)
+                append_audit(
+                    db,
+                    AuditDraft::new(actor, "key.revoke")
+                        .tenant(tenant)
+                        .asset(id),
+                    key.as_ref(),
+                )?;
+                Ok(true)
+            })
         })
     }
 }
 
 impl ReceiptStore for PgStore {
     fn put_receipt(&self, r: &Receipt) -> CoreResult<()> {
-        refuse_nul([
-            ("receipt.id", Some(r.id.as_str())),
-            ("receipt.tenant", r.tenant.as_deref()),
-        ])?;
-        let status = match r.status {
-            ReceiptStatus::InProgress => "in_progress",
-            ReceiptStatus::Completed => "completed",
-        };
-        self.write(|db| {
-            db.execute(
-                "INSERT INTO receipts (id, tenant, status, created_at, updated_at, receipt)
-                 VALUES ($1, $2, $3, $4, $5, $6)
-                 ON CONFLICT (id) DO UPDATE
-                    SET status = EXCLUDED.status, updated_at = EXCLUDED.updated_at,
-                        receipt = EXCLUDED.receipt",
-                &[
-                    &r.id,
-                    &r.tenant,
-                    &status,
-                    &micros(&r.started_at),
-                    &micros(&r.updated_at),
-                    &Json(r),
-                ],
-            )
-            .map_err(pg)?;
-            Ok(())
+        crate::pool::off_runtime(|| {
+            refuse_nul([
+                ("receipt.id", Some(r.id.as_str())),
+                ("receipt.tenant", r.tenant.as_deref()),
+            ])?;
+            let status = match r.status {
+                ReceiptStatus::InProgress => "in_progress",
+                ReceiptStatus::Completed => "completed",
+            };
+            self.write(|db| {
+                db.execute(
+                    "INSERT INTO receipts (id, tenant, status, created_at, updated_at, receipt)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (id) DO UPDATE
+                        SET status = EXCLUDED.status, updated_at = EXCLUDED.updated_at,
+                            receipt = EXCLUDED.receipt",
+                    &[
+                        &r.id,
+                        &r.tenant,
+                        &status,
+                        &micros(&r.started_at),
+                        &micros(&r.updated_at),
+                        &Json(r),
+                    ],
+                )
+                .map_err(pg)?;
+                Ok(())
+            })
         })
     }
 
     fn get_receipt(&self, id: &str) -> CoreResult<Option<Receipt>> {
-        if nul(id) {
-            return Ok(None);
-        }
-        self.read(|db| {
-            let row = db
-                .query_opt("SELECT receipt FROM receipts WHERE id = $1", &[&id])
-                .map_err(pg)?;
-            row.map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
-                .transpose()
+        crate::pool::off_runtime(|| {
+            if nul(id) {
+                return Ok(None);
+            }
+            self.read(|db| {
+                let row = db
+                    .query_opt("SELECT receipt FROM receipts WHERE id = $1", &[&id])
+                    .map_err(pg)?;
+                row.map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
+                    .transpose()
+            })
         })
     }
 
     fn unfinished_receipts(&self) -> CoreResult<Vec<Receipt>> {
-        self.read(|db| {
-            db.query(
-                "SELECT receipt FROM receipts WHERE status = 'in_progress' ORDER BY created_at",
-                &[],
-            )
-            .map_err(pg)?
-            .iter()
-            .map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
-            .collect()
+        crate::pool::off_runtime(|| {
+            self.read(|db| {
+                db.query(
+                    "SELECT receipt FROM receipts WHERE status = 'in_progress' ORDER BY created_at",
+                    &[],
+                )
+                .map_err(pg)?
+                .iter()
+                .map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
+                .collect()
+            })
         })
     }
 
     fn recent_receipts(&self, tenant: Option<&str>, limit: usize) -> CoreResult<Vec<Receipt>> {
-        if tenant.is_some_and(nul) {
-            return Ok(vec![]);
-        }
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.read(|db| {
-            db.query(
-                "SELECT receipt FROM receipts WHERE tenant IS NOT DISTINCT FROM $1
-                 ORDER BY created_at DESC, id DESC LIMIT $2",
-                &[&tenant, &limit],
-            )
-            .map_err(pg)?
-            .iter()
-            .map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
-            .collect()
+        crate::pool::off_runtime(|| {
+            if tenant.is_some_and(nul) {
+                return Ok(vec![]);
+            }
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            self.read(|db| {
+                db.query(
+                    "SELECT receipt FROM receipts WHERE tenant IS NOT DISTINCT FROM $1
+                     ORDER BY created_at DESC, id DESC LIMIT $2",
+                    &[&tenant, &limit],
+                )
+                .map_err(pg)?
+                .iter()
+                .map(|r| Ok(r.try_get::<_, Json<Receipt>>(0).map_err(pg)?.0))
+                .collect()
+            })
         })
     }
 }

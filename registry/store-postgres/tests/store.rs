@@ -61,6 +61,32 @@ fn put(store: &PgStore, rec: &AssetRecord) {
         .unwrap();
 }
 
+/// The synchronous driver runs a runtime of its own; the store must still work when it is
+/// called, and dropped, on a worker thread of the server's (multi-threaded) tokio runtime, as
+/// an async handler or the end of an async `main` does.
+#[test]
+fn the_store_works_and_drops_on_an_async_worker_thread() {
+    let Some(url) = test_database_url("the_store_works_and_drops_on_an_async_worker_thread") else {
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = schema.open(None);
+        let rec = record("written from an async task");
+        put(&store, &rec);
+        let got = store.get(&rec.meta.id).unwrap().unwrap();
+        assert_eq!(got.body, rec.body);
+        // Every connection of the pool is closed here, on the worker thread.
+        drop(store);
+        tokio::task::yield_now().await;
+    });
+}
+
 #[test]
 fn nodes_starting_together_migrate_once() {
     let Some(url) = test_database_url("nodes_starting_together_migrate_once") else {
@@ -248,4 +274,106 @@ fn purge_leaves_no_tuple_or_index_item_holding_the_bytes() {
         "after purge + VACUUM no tuple or index item may hold the canary: {after:?}"
     );
     assert!(s.get(&keep.meta.id).unwrap().is_some());
+}
+
+/// A store opened as node `name` of `schema`.
+fn node(schema: &TestSchema, name: &str) -> PgStore {
+    PgStore::connect(PgOptions {
+        node_id: Some(name.into()),
+        ..schema.options(None)
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_change_log_lists_every_asset_change_in_commit_order() {
+    use registry_core::asset::AssetStatus;
+    use registry_core::store::Store;
+    let Some(url) = test_database_url("the_change_log_lists_every_asset_change_in_commit_order")
+    else {
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let a = node(&schema, "node-a");
+    let b = node(&schema, "node-b");
+    let plain = schema.open(None);
+    assert!(
+        plain.cluster().is_none(),
+        "a store without a node id is no node"
+    );
+    let ca = a.cluster().expect("a node");
+    assert_eq!(ca.node_id(), "node-a");
+    assert_eq!(ca.head_seq().unwrap(), 0);
+    assert_eq!(ca.applied().unwrap(), None, "never followed");
+
+    let r1 = record("first");
+    let r2 = record("second");
+    put(&a, &r1);
+    put(&b, &r2);
+    b.commit(vec![WriteOp::SetStatus {
+        id: r1.meta.id.clone(),
+        version: None,
+        status: AssetStatus::Revoked,
+        expect: None,
+    }])
+    .unwrap();
+    b.purge(
+        std::slice::from_ref(&r2.meta.id),
+        AuditDraft::new("ann", "deletion.purge"),
+    )
+    .unwrap();
+    // An edge or an audit event alone changes no asset.
+    a.commit(vec![WriteOp::Audit(AuditDraft::new("ann", "note"))])
+        .unwrap();
+    let log = ca.changes_after(0, 100).unwrap();
+    let seen: Vec<(String, Option<String>)> = log
+        .iter()
+        .map(|c| (c.asset_id.clone(), c.node.clone()))
+        .collect();
+    let (a_, b_) = (Some("node-a".to_string()), Some("node-b".to_string()));
+    assert_eq!(
+        seen,
+        vec![
+            (r1.meta.id.clone(), a_.clone()),
+            (r2.meta.id.clone(), b_.clone()),
+            (r1.meta.id.clone(), b_.clone()),
+            (r2.meta.id.clone(), b_.clone()),
+        ]
+    );
+    assert!(
+        log.windows(2).all(|w| w[0].seq < w[1].seq),
+        "in commit order"
+    );
+    let head = ca.head_seq().unwrap();
+    assert_eq!(head, log.last().unwrap().seq);
+    assert_eq!(
+        ca.changes_after(log[1].seq, 100).unwrap(),
+        log[2..].to_vec()
+    );
+    assert_eq!(ca.changes_after(0, 1).unwrap(), log[..1].to_vec());
+
+    // Nodes report; the log is pruned to what every live node applied.
+    let cb = b.cluster().unwrap();
+    ca.report_applied(head).unwrap();
+    cb.report_applied(log[1].seq).unwrap();
+    cb.report_applied(log[0].seq).unwrap();
+    assert_eq!(
+        cb.applied().unwrap(),
+        Some(log[1].seq),
+        "a position never goes back"
+    );
+    let live = ca.live_nodes(std::time::Duration::from_secs(60)).unwrap();
+    let names: Vec<&str> = live.iter().map(|n| n.node.as_str()).collect();
+    assert_eq!(names, vec!["node-a", "node-b"]);
+    assert_eq!(ca.prune(std::time::Duration::from_secs(60)).unwrap(), 2);
+    assert_eq!(ca.pruned_through().unwrap(), log[1].seq);
+    assert_eq!(ca.changes_after(0, 100).unwrap(), log[2..].to_vec());
+    assert_eq!(ca.head_seq().unwrap(), head, "pruning keeps the head");
+
+    // A job lock is held by one node at a time, and released when dropped.
+    let held = ca.try_lock_job("decay").unwrap().expect("free");
+    assert!(cb.try_lock_job("decay").unwrap().is_none(), "held by A");
+    assert!(cb.try_lock_job("purge").unwrap().is_some(), "another job");
+    drop(held);
+    assert!(cb.try_lock_job("decay").unwrap().is_some(), "released");
 }

@@ -1,0 +1,263 @@
+//! Two `registry serve` processes (the real binary) on one PostgreSQL (`REGISTRY_TEST_PG_URL`,
+//! see `scripts/pg-test.sh`): a write on one node is found on the other within a bounded lag;
+//! a deletion on one is gone from the other's search and data directory, and its receipt names
+//! both nodes; a node killed with SIGKILL leaves the other serving, and catches up when it
+//! starts again.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use registry_store_postgres::test_support::{TestSchema, test_database_url};
+use reqwest::blocking::Client;
+use serde_json::{Value, json};
+
+use crate::common::{ServerProcess, registry_bin};
+
+/// The lag a write may take to reach the other node in this test (the follower polls every
+/// 100 ms here; the embedder of the other node must embed it too).
+const MAX_LAG: Duration = Duration::from_secs(20);
+
+struct Node {
+    proc: ServerProcess,
+    dir: std::path::PathBuf,
+}
+
+/// The settings every node of the test cluster shares.
+fn cluster_env(schema: &TestSchema, url: &str, key_file: &Path) -> Vec<(String, String)> {
+    vec![
+        ("REGISTRY_STORE__URL".into(), url.into()),
+        ("REGISTRY_STORE__SCHEMA".into(), schema.name().into()),
+        ("REGISTRY_STORE__FOLLOW_INTERVAL_MS".into(), "100".into()),
+        ("REGISTRY_STORE__NODE_TIMEOUT_SECS".into(), "5".into()),
+        // Every node keys the one audit chain with the same key.
+        (
+            "REGISTRY_AUDIT_KEY_FILE".into(),
+            key_file.display().to_string(),
+        ),
+    ]
+}
+
+fn start(dir: &Path, env: &[(String, String)]) -> Node {
+    Node {
+        proc: ServerProcess::spawn_with(dir, env),
+        dir: dir.to_path_buf(),
+    }
+}
+
+fn create_key(dir: &Path, env: &[(String, String)]) -> String {
+    let out = Command::new(registry_bin())
+        .arg("--data-dir")
+        .arg(dir)
+        .args([
+            "keys",
+            "create",
+            "--tenant",
+            "acme",
+            "--user",
+            "ann",
+            "--role",
+            "admin",
+            "--clearance",
+            "secret",
+            "--json",
+        ])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["key"].as_str().unwrap().to_string()
+}
+
+fn post(c: &Client, base: &str, key: &str, path: &str, body: &Value) -> (u16, Value) {
+    let r = c
+        .post(format!("{base}{path}"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().unwrap_or(Value::Null))
+}
+
+fn delete(c: &Client, base: &str, key: &str, path: &str) -> (u16, Value) {
+    let r = c
+        .delete(format!("{base}{path}"))
+        .bearer_auth(key)
+        .send()
+        .unwrap();
+    let s = r.status().as_u16();
+    (s, r.json().unwrap_or(Value::Null))
+}
+
+/// Ids of the memories a search on `base` finds for `q`.
+fn memory_hits(c: &Client, base: &str, key: &str, q: &str) -> Vec<String> {
+    let (s, b) = post(
+        c,
+        base,
+        key,
+        "/v1/memories/search",
+        &json!({"query": q, "k": 20}),
+    );
+    assert_eq!(s, 200, "{b}");
+    b["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["memory"]["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Ids of the knowledge chunks' documents a search on `base` finds for `q`.
+fn knowledge_hits(c: &Client, base: &str, key: &str, q: &str) -> usize {
+    let (s, b) = post(
+        c,
+        base,
+        key,
+        "/v1/knowledge/search",
+        &json!({"query": q, "min_score": 0.0}),
+    );
+    assert_eq!(s, 200, "{b}");
+    b["evidence"].as_array().map_or(0, Vec::len)
+}
+
+/// Polls until `found` holds; returns how long it took.
+fn within(what: &str, found: impl Fn() -> bool) -> Duration {
+    let t = Instant::now();
+    while !found() {
+        assert!(t.elapsed() < MAX_LAG, "{what}: not within {MAX_LAG:?}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    t.elapsed()
+}
+
+fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                found.push(p.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn two_nodes_on_one_postgres_follow_each_other() {
+    let Some(url) = test_database_url("two_nodes_on_one_postgres_follow_each_other") else {
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let tmp = tempfile::tempdir().unwrap();
+    let env = cluster_env(&schema, &url, &tmp.path().join("audit.key"));
+    let (dir_a, dir_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let a = start(&dir_a, &env);
+    let b = start(&dir_b, &env);
+    let key = create_key(&dir_a, &env);
+    let c = Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+
+    // A write on A: found on A at once, on B within the lag.
+    let (s, w) = post(
+        &c,
+        &a.proc.base,
+        &key,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann's badge number is zqxbadge5521"}),
+    );
+    assert!(s == 200 || s == 201, "{w}");
+    let id = w["id"].as_str().unwrap().to_string();
+    assert!(
+        memory_hits(&c, &a.proc.base, &key, "zqxbadge5521").contains(&id),
+        "read your writes on A"
+    );
+    let lag = within("A's write found on B", || {
+        memory_hits(&c, &b.proc.base, &key, "zqxbadge5521").contains(&id)
+    });
+    eprintln!("cluster: a memory written on A was found on B after {lag:?}");
+
+    // A document ingested on A and deleted on B: gone from A's search and A's data directory.
+    let (s, d) = post(
+        &c,
+        &a.proc.base,
+        &key,
+        "/v1/knowledge/documents",
+        &json!({"source_id": "vault.md", "format": "md",
+                "content": "# Vault\n\nThe zqxvault7 combination is kept offline."}),
+    );
+    assert_eq!(s, 201, "{d}");
+    let doc = d["document_id"].as_str().unwrap().to_string();
+    within("A's document found on B", || {
+        knowledge_hits(&c, &b.proc.base, &key, "zqxvault7") > 0
+    });
+    let t = Instant::now();
+    let (s, receipt) = delete(
+        &c,
+        &b.proc.base,
+        &key,
+        &format!("/v1/knowledge/documents/{doc}"),
+    );
+    eprintln!(
+        "cluster: the purge on B, applied by both nodes, took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(s, 200, "{receipt}");
+    assert_eq!(receipt["level_reached"], "purged", "{receipt}");
+    assert_eq!(receipt["status"], "completed", "{receipt}");
+    let nodes = receipt["nodes"]
+        .as_array()
+        .expect("the receipt names the nodes");
+    assert_eq!(nodes.len(), 2, "{receipt}");
+    assert!(nodes.iter().all(|n| n["applied"] == true), "{receipt}");
+    let method = receipt["assets"][0]["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["store"] == "assets")
+        .and_then(|s| s["method"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(method.contains("VACUUM"), "{receipt}");
+    assert_eq!(knowledge_hits(&c, &a.proc.base, &key, "zqxvault7"), 0);
+    let left = files_containing(&a.dir, b"zqxvault7");
+    assert!(
+        left.is_empty(),
+        "A's data directory still holds it: {left:?}"
+    );
+
+    // A killed: B keeps serving; what B takes meanwhile reaches A when it starts again.
+    a.proc.kill9();
+    let (s, w) = post(
+        &c,
+        &b.proc.base,
+        &key,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "Ann parks on level zqxlevel33"}),
+    );
+    assert!(s == 200 || s == 201, "B keeps serving: {w}");
+    let late = w["id"].as_str().unwrap().to_string();
+    assert!(memory_hits(&c, &b.proc.base, &key, "zqxlevel33").contains(&late));
+    let t = Instant::now();
+    let a = start(&dir_a, &env);
+    eprintln!("cluster: A restarted and caught up in {:?}", t.elapsed());
+    assert!(
+        memory_hits(&c, &a.proc.base, &key, "zqxlevel33").contains(&late),
+        "A caught up from the log before serving"
+    );
+    assert!(memory_hits(&c, &a.proc.base, &key, "zqxbadge5521").contains(&id));
+    drop(b);
+    drop(a);
+}
