@@ -12,7 +12,7 @@ use registry_store_postgres::test_support::{TestSchema, test_database_url};
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
-use crate::common::{ServerProcess, registry_bin};
+use crate::common::{ServerProcess, call, registry_bin};
 
 /// The lag a write may take to reach the other node in this test (the follower polls every
 /// 100 ms here; the embedder of the other node must embed it too).
@@ -237,6 +237,28 @@ fn two_nodes_on_one_postgres_follow_each_other() {
         left.is_empty(),
         "A's data directory still holds it: {left:?}"
     );
+
+    // A skill published on A: B serves its archive (blobs live in the shared database).
+    let skills_dir = tmp.path().join("skills");
+    let dir = crate::skills::make_skill(&skills_dir, "ledger-book", "1.0.0", "", "Book them.");
+    let (bytes, digest) = crate::skills::pack(&dir);
+    let (s, v) = call(
+        c.post(format!("{}/v1/skills", a.proc.base))
+            .bearer_auth(&key)
+            .header("content-type", "application/octet-stream")
+            .body(bytes.clone()),
+    );
+    assert_eq!(s, 201, "{v}");
+    let got = c
+        .get(format!(
+            "{}/v1/skills/by-digest/{digest}/archive",
+            b.proc.base
+        ))
+        .bearer_auth(&key)
+        .send()
+        .unwrap();
+    assert_eq!(got.status().as_u16(), 200);
+    assert_eq!(got.bytes().unwrap().as_ref(), bytes.as_slice(), "B serves A's archive");
 
     // A killed: B keeps serving; what B takes meanwhile reaches A when it starts again.
     a.proc.kill9();

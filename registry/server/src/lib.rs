@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod cli;
 pub mod config;
 

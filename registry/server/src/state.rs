@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use registry_core::deadline::Deadline;
 use registry_core::principal::Principal;
-use registry_core::store::Store;
+use registry_core::store::{BlobStore, Store};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 use registry_services::{Backends, Options, Services};
 use registry_store_postgres::{PgOptions, PgStore};
@@ -208,6 +208,16 @@ impl Drop for Follower {
 /// Opens the configured store with the configured audit key (creating the key on first start):
 /// PostgreSQL when `store.url` is set, else the embedded SQLite database in the data directory.
 pub fn open_store(config: &Config, readers: usize) -> Result<Arc<dyn Store>, StartError> {
+    Ok(open_stores(config, readers)?.0)
+}
+
+/// As [`open_store`], with the blob store that goes with it: PostgreSQL's `blobs` table when
+/// the store is shared (every node serves what one stored), `None` for the files in the data
+/// directory.
+pub fn open_stores(
+    config: &Config,
+    readers: usize,
+) -> Result<(Arc<dyn Store>, Option<Arc<dyn BlobStore>>), StartError> {
     let key = config.load_audit_key()?;
     if let Some(url) = config
         .store
@@ -227,15 +237,18 @@ pub fn open_store(config: &Config, readers: usize) -> Result<Arc<dyn Store>, Sta
             node_id: Some(node),
             ..PgOptions::new(url)
         })?;
-        return Ok(Arc::new(store));
+        let store = Arc::new(store);
+        let blobs = Arc::new(registry_store_postgres::PgBlobStore::new(store.clone()));
+        return Ok((store, Some(blobs)));
     }
-    Ok(Arc::new(SqliteStore::open_dir(
+    let sqlite = SqliteStore::open_dir(
         &config.data_dir,
         StoreOptions {
             readers,
             audit_key: Some(key),
         },
-    )?))
+    )?;
+    Ok((Arc::new(sqlite), None))
 }
 
 fn cluster_options(config: &Config) -> registry_services::ClusterOptions {
@@ -275,7 +288,7 @@ impl AppState {
             source,
         };
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let store = open_store(&config, StoreOptions::default().readers)?;
+        let (store, shared_blobs) = open_stores(&config, StoreOptions::default().readers)?;
         // A text index of an older stored format (or analysis), or one whose rebuild was
         // interrupted, is emptied here and rebuilt from the store below, before serving.
         let text = match TantivyTextIndex::open(dir.join("text")) {
@@ -288,7 +301,10 @@ impl AppState {
         let text = Arc::new(text);
         let backends = Backends {
             store,
-            blobs: Arc::new(FsBlobStore::open(dir.join("blobs")).map_err(io)?),
+            blobs: match shared_blobs {
+                Some(b) => b,
+                None => Arc::new(FsBlobStore::open(dir.join("blobs")).map_err(io)?),
+            },
             text: text.clone(),
             vectors: Arc::new(open_vectors(&dir, config.embed_model)?),
             embedder: Arc::new(OnnxEmbedder::new(EmbedderConfig {

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod blobs;
 mod cluster;
 mod migrate;
 mod ops;
@@ -7,6 +8,7 @@ mod pool;
 mod store;
 pub mod test_support;
 
+pub use blobs::PgBlobStore;
 pub use migrate::{MIGRATIONS, SCHEMA_VERSION};
 pub use store::{PgOptions, PgStore};
 

@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0005_changes",
         include_str!("../migrations/0005_changes.sql"),
     ),
+    ("0006_blobs", include_str!("../migrations/0006_blobs.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -322,7 +322,7 @@ impl PgStore {
     /// call fails, naming it. `INDEX_CLEANUP ON`: by default VACUUM may skip the indexes when
     /// few pages have dead tuples, and index entries hold copies of the indexed values (ids,
     /// lookup keys, hashes). VACUUM cannot run inside a transaction, so this follows the commit.
-    fn vacuum_after(&self, xid: u32, tables: &str) -> CoreResult<()> {
+    pub(crate) fn vacuum_after(&self, xid: u32, tables: &str) -> CoreResult<()> {
         let mut conn = self.pool.get()?;
         let deadline = std::time::Instant::now() + self.purge_wait;
         let mut pause = Duration::from_millis(2);
@@ -467,7 +467,7 @@ fn append_audit<C: GenericClient>(
 }
 
 /// The 32-bit id of the transaction `db` runs in (it has one: it wrote).
-fn current_xid<C: GenericClient>(db: &mut Db<'_, C>) -> CoreResult<u32> {
+pub(crate) fn current_xid<C: GenericClient>(db: &mut Db<'_, C>) -> CoreResult<u32> {
     let full: String = db
         .query_one("SELECT pg_current_xact_id()::text", &[])
         .map_err(pg)?

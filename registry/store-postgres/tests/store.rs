@@ -87,6 +87,40 @@ fn the_store_works_and_drops_on_an_async_worker_thread() {
     });
 }
 
+/// Blobs live in the shared database: what one node stored, another reads; the same contract
+/// as the embedded file store (digest keys, idempotent puts, namespaces, validated keys).
+#[test]
+fn blobs_are_shared_by_every_node_of_the_database() {
+    use registry_core::store::{BlobStore, namespaced_blob_key};
+    let Some(url) = test_database_url("blobs_are_shared_by_every_node_of_the_database") else {
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let a = registry_store_postgres::PgBlobStore::new(Arc::new(schema.open(None)));
+    let b = registry_store_postgres::PgBlobStore::new(Arc::new(schema.open(None)));
+    let bytes = b"a skill archive's bytes\x00\xff".to_vec();
+    let d = a.put(&bytes).unwrap();
+    assert_eq!(d, sha256_hex(&bytes));
+    assert_eq!(a.put(&bytes).unwrap(), d, "storing twice is a no-op");
+    assert_eq!(b.get(&d).unwrap().as_deref(), Some(bytes.as_slice()));
+    assert_eq!(
+        b.get(&d.to_ascii_uppercase()).unwrap().as_deref(),
+        Some(bytes.as_slice())
+    );
+    let k = a.put_in("acme", &bytes).unwrap();
+    assert_eq!(k, namespaced_blob_key("acme", &d));
+    assert_ne!(k, d);
+    assert!(b.get(&k).unwrap().is_some());
+    assert!(b.delete(&d).unwrap());
+    assert!(!a.delete(&d).unwrap());
+    assert_eq!(a.get(&d).unwrap(), None);
+    assert!(a.get(&k).unwrap().is_some(), "another key is another blob");
+    for bad in ["", "../etc/passwd", &"g".repeat(64), &d[..63]] {
+        assert!(a.get(bad).is_err(), "{bad:?}");
+        assert!(a.delete(bad).is_err(), "{bad:?}");
+    }
+}
+
 #[test]
 fn nodes_starting_together_migrate_once() {
     let Some(url) = test_database_url("nodes_starting_together_migrate_once") else {

@@ -1,0 +1,104 @@
+//! What the bench binaries share (behind the `bench` feature): a registry served in-process on
+//! a loopback port, plain HTTP/1.1 requests to it as a harness would make them, percentiles.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::state::AppState;
+
+/// One HTTP/1.1 request on a fresh connection; returns the status and the JSON body.
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: &Value,
+) -> anyhow::Result<(u16, Value)> {
+    let payload = serde_json::to_vec(body)?;
+    let mut s = TcpStream::connect(addr)?;
+    s.set_nodelay(true)?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        payload.len()
+    )?;
+    s.write_all(&payload)?;
+    let mut raw = vec![];
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of headers")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut body = raw[split + 4..].to_vec();
+    let status: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .context("no status")?
+        .parse()?;
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body)?;
+    }
+    let v = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).with_context(|| format!("{status}: body is not JSON"))?
+    };
+    Ok((status, v))
+}
+
+fn dechunk(mut b: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut out = vec![];
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("bad chunk")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol])?.trim(), 16)?;
+        b = &b[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// Opens `config`'s registry and serves it on a free loopback port from a thread of its own.
+pub fn start_server(config: Config) -> anyhow::Result<(AppState, SocketAddr)> {
+    let state = AppState::open(config)?;
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    std_listener.set_nonblocking(true)?;
+    let addr = std_listener.local_addr()?;
+    let st = state.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
+            crate::serve_until(st, listener, std::future::pending())
+                .await
+                .expect("serve");
+        });
+    });
+    Ok((state, addr))
+}
+
+/// The `p` quantile (0–1) of `v`, nearest rank; sorts `v`.
+pub fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}

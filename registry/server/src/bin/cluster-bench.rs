@@ -1,0 +1,253 @@
+//! Scale-out benchmark: memory write and search latency over HTTP on two registry nodes that
+//! share one PostgreSQL database, beside the embedded default (SQLite, tantivy, in-process
+//! vectors) in the same run, and the lag until a write on one node is found on the other.
+//! Prints figures; asserts nothing.
+//!
+//! `cluster-bench [--database-url URL] [--writes N] [--searches N] [--lag-probes N]`
+//!
+//! `URL` defaults to `$REGISTRY_TEST_PG_URL`; `bash scripts/pg-test.sh -- cargo run --release
+//! -p registry-server --features bench --bin cluster-bench` runs it on a throw-away cluster.
+//! Each node is a registry served in-process on a loopback port with a data directory of its
+//! own (its own text and vector indexes, following the change log), both nodes on one fresh
+//! schema; the embedded registry gets the same workload. Writes are distinct facts (an id, a
+//! dock and a worker each), one user's episodic memories through the full gate with the real
+//! embedder; on the cluster they alternate between the nodes, as a load balancer would send
+//! them. Searches ask for a written fact by its words, alternating likewise. The lag is measured
+//! from the answer to a write on node A to the first search on node B that finds it (polled
+//! every 5 ms; the follower polls every `store.follow_interval_ms`, 200 ms by default).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rand::{Rng, SeedableRng};
+use registry_server::bench::{http, pct, start_server};
+use registry_server::cli::{CreateKey, create_key};
+use registry_server::config::Config;
+use registry_server::state::AppState;
+use serde_json::json;
+
+struct Options {
+    url: String,
+    writes: usize,
+    searches: usize,
+    lag_probes: usize,
+}
+
+fn parse_args() -> anyhow::Result<Options> {
+    let mut o = Options {
+        url: std::env::var("REGISTRY_TEST_PG_URL").unwrap_or_default(),
+        writes: 400,
+        searches: 400,
+        lag_probes: 30,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--database-url" => o.url = value()?,
+            "--writes" => o.writes = value()?.parse()?,
+            "--searches" => o.searches = value()?.parse()?,
+            "--lag-probes" => o.lag_probes = value()?.parse()?,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if o.url.is_empty() {
+        bail!(
+            "no PostgreSQL: pass --database-url or set REGISTRY_TEST_PG_URL \
+             (bash scripts/pg-test.sh -- … starts a throw-away one)"
+        );
+    }
+    Ok(o)
+}
+
+const PLACES: &[&str] = &[
+    "dock", "gate", "bay", "shelf", "locker", "platform", "hangar", "ramp",
+];
+const WORKERS: &[&str] = &[
+    "Ann", "Bob", "Chen Wei", "Dana", "Emil", "Farah", "Goran", "Hiro",
+];
+
+/// The `i`th fact: distinct by its parcel id, place and worker.
+fn fact(rng: &mut rand::rngs::StdRng, i: usize) -> (String, String) {
+    let id: String = (0..10)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect();
+    let place = PLACES[i % PLACES.len()];
+    let worker = WORKERS[(i / PLACES.len()) % WORKERS.len()];
+    (
+        format!(
+            "{worker} noted that parcel {id} goes to {place} {} on the {} shift",
+            i % 97,
+            ["morning", "evening", "night"][i % 3]
+        ),
+        format!("where does parcel {id} go"),
+    )
+}
+
+struct Node {
+    addr: SocketAddr,
+    // Kept so that the node runs until the end of the bench.
+    _state: AppState,
+}
+
+fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Result<Node> {
+    let mut config = Config {
+        data_dir: dir.to_path_buf(),
+        audit_key_file: Some(audit_key.to_path_buf()),
+        ..Config::default()
+    };
+    config.jobs.enabled = false;
+    if let Some((url, schema)) = store {
+        config.store.url = Some(url.into());
+        config.store.schema = schema.into();
+    }
+    let (state, addr) = start_server(config)?;
+    Ok(Node {
+        addr,
+        _state: state,
+    })
+}
+
+fn key(state: &AppState) -> anyhow::Result<String> {
+    let (_, secret) = create_key(
+        state.services.backends.store.as_ref(),
+        &CreateKey {
+            tenant: Some("bench".into()),
+            user: "ann".into(),
+            roles: vec!["writer".into()],
+            ..Default::default()
+        },
+    )?;
+    Ok(secret)
+}
+
+fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<String> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories",
+        key,
+        &json!({"class": "episodic", "content": text}),
+    )?;
+    if !(s == 200 || s == 201) || v["decision"] != "accepted" {
+        bail!("write answered {s}: {v}");
+    }
+    Ok(v["id"].as_str().context("id")?.to_string())
+}
+
+fn found(addr: SocketAddr, key: &str, query: &str, id: &str) -> anyhow::Result<bool> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories/search",
+        key,
+        &json!({"query": query, "k": 5}),
+    )?;
+    if s != 200 {
+        bail!("search answered {s}: {v}");
+    }
+    Ok(v["hits"]
+        .as_array()
+        .is_some_and(|h| h.iter().any(|h| h["memory"]["id"] == id)))
+}
+
+#[derive(Default)]
+struct Figures {
+    write_ms: Vec<f64>,
+    search_ms: Vec<f64>,
+    found: usize,
+}
+
+/// Writes `o.writes` facts and asks `o.searches` of them, spreading both over `nodes` in turn.
+fn workload(nodes: &[&Node], key: &str, o: &Options) -> anyhow::Result<Figures> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut f = Figures::default();
+    let mut written = vec![];
+    for i in 0..o.writes {
+        let (text, query) = fact(&mut rng, i);
+        let n = nodes[i % nodes.len()];
+        let t = Instant::now();
+        let id = write(n.addr, key, &text)?;
+        f.write_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        written.push((query, id));
+    }
+    // Let the other node apply the last writes before searching (the lag is measured apart).
+    std::thread::sleep(Duration::from_millis(1000));
+    for i in 0..o.searches {
+        let (query, id) = &written[rng.random_range(0..written.len())];
+        let n = nodes[i % nodes.len()];
+        let t = Instant::now();
+        if found(n.addr, key, query, id)? {
+            f.found += 1;
+        }
+        f.search_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(f)
+}
+
+/// Milliseconds from a write's answer on `a` to the first search on `b` that finds it.
+fn lags(a: &Node, b: &Node, key: &str, probes: usize) -> anyhow::Result<Vec<f64>> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut out = vec![];
+    for i in 0..probes {
+        let (text, query) = fact(&mut rng, 100_000 + i);
+        let id = write(a.addr, key, &text)?;
+        let t = Instant::now();
+        while !found(b.addr, key, &query, &id)? {
+            if t.elapsed() > Duration::from_secs(30) {
+                bail!("a write on A was not found on B within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        out.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(out)
+}
+
+fn row(name: &str, what: &str, v: &mut [f64]) {
+    println!(
+        "{name:<28} {what:<7} n {:>5}  p50 {:>7.1} ms  p95 {:>7.1} ms  max {:>7.1} ms",
+        v.len(),
+        pct(v, 0.5),
+        pct(v, 0.95),
+        pct(v, 1.0)
+    );
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = parse_args()?;
+    let tmp = std::env::temp_dir().join(format!("cluster-bench-{}", std::process::id()));
+    let audit_key = tmp.join("audit.key");
+    let schema = format!("cluster_bench_{}", std::process::id());
+    println!(
+        "cluster-bench: {} writes and {} searches per profile, {} lag probes; \
+         PostgreSQL schema {schema} (left in the database)",
+        o.writes, o.searches, o.lag_probes
+    );
+
+    let embedded = node(&tmp.join("embedded"), None, &audit_key)?;
+    let a = node(&tmp.join("node-a"), Some((&o.url, &schema)), &audit_key)?;
+    let b = node(&tmp.join("node-b"), Some((&o.url, &schema)), &audit_key)?;
+
+    let ek = key(&embedded._state)?;
+    let ck = key(&a._state)?;
+    let mut e = workload(&[&embedded], &ek, &o)?;
+    let mut c = workload(&[&a, &b], &ck, &o)?;
+    let mut lag = lags(&a, &b, &ck, o.lag_probes)?;
+
+    println!();
+    row("embedded (SQLite)", "write", &mut e.write_ms);
+    row("two nodes + PostgreSQL", "write", &mut c.write_ms);
+    row("embedded (SQLite)", "search", &mut e.search_ms);
+    row("two nodes + PostgreSQL", "search", &mut c.search_ms);
+    row("A's write found on B", "lag", &mut lag);
+    println!(
+        "found the asked fact in the top 5: embedded {}/{}, two nodes {}/{}",
+        e.found, o.searches, c.found, o.searches
+    );
+    drop((embedded, a, b));
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
