@@ -258,7 +258,11 @@ fn two_nodes_on_one_postgres_follow_each_other() {
         .send()
         .unwrap();
     assert_eq!(got.status().as_u16(), 200);
-    assert_eq!(got.bytes().unwrap().as_ref(), bytes.as_slice(), "B serves A's archive");
+    assert_eq!(
+        got.bytes().unwrap().as_ref(),
+        bytes.as_slice(),
+        "B serves A's archive"
+    );
 
     // A killed: B keeps serving; what B takes meanwhile reaches A when it starts again.
     a.proc.kill9();

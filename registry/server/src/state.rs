@@ -211,13 +211,13 @@ pub fn open_store(config: &Config, readers: usize) -> Result<Arc<dyn Store>, Sta
     Ok(open_stores(config, readers)?.0)
 }
 
+/// A store, and the blob store that goes with it when it is not the data directory's files.
+pub type OpenedStore = (Arc<dyn Store>, Option<Arc<dyn BlobStore>>);
+
 /// As [`open_store`], with the blob store that goes with it: PostgreSQL's `blobs` table when
 /// the store is shared (every node serves what one stored), `None` for the files in the data
 /// directory.
-pub fn open_stores(
-    config: &Config,
-    readers: usize,
-) -> Result<(Arc<dyn Store>, Option<Arc<dyn BlobStore>>), StartError> {
+pub fn open_stores(config: &Config, readers: usize) -> Result<OpenedStore, StartError> {
     let key = config.load_audit_key()?;
     if let Some(url) = config
         .store
