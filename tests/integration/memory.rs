@@ -575,6 +575,9 @@ fn feedback_counts_and_search_breakdown() {
         "lexical",
         "entity",
         "recency",
+        "temporal",
+        "speaker",
+        "context",
         "valid_time",
         "scope_distance",
         "trust",
@@ -1365,4 +1368,79 @@ fn feedback_trust_and_recency_each_change_a_ranking() {
             "{user}"
         );
     }
+}
+
+/// The reply to a question among the strongest hits is lifted by that question's relevance
+/// (`context`), so it outranks its twin told after a remark, whichever text it is; and a reply
+/// the caller may not see is never served through the expansion.
+#[test]
+fn the_reply_to_a_matching_question_is_lifted_and_stays_filtered() {
+    let app = TestApp::start();
+    let query = "how long have Melanie and her husband been married";
+    let turn = |key: &Key, session: &str, speaker: &str, content: &str, extra: Value| -> String {
+        let mut body = json!({"class": "episodic", "content": content, "speaker": speaker,
+            "session_label": session, "session_date": "2023-05-08T13:56:00Z"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        write_ok(&app, key, body)["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let hits = |key: &Key, purpose: Option<&str>| -> Vec<Value> {
+        let mut req = app.post(
+            key,
+            "/v1/memories/search",
+            &json!({"query": query, "k": 10}),
+        );
+        if let Some(p) = purpose {
+            req = req.header("X-Purpose", p);
+        }
+        let (s, res) = call(req);
+        assert_eq!(s, 200, "{res}");
+        res["hits"].as_array().unwrap().clone()
+    };
+    let find = |hits: &[Value], id: &str| hits.iter().position(|h| h["memory"]["id"] == id);
+    let asked = "What a lovely wedding photo! How long have you two been married?";
+    let answer = |n: &str| format!("Five years already, time flies (album {n})");
+
+    for (user, albums) in [("ann", ["4417", "9032"]), ("bob", ["9032", "4417"])] {
+        let key = app.key("acme", user, &["writer"], &[]);
+        turn(&key, "session_1", "Caroline", asked, json!({}));
+        let reply = turn(&key, "session_1", "Melanie", &answer(albums[0]), json!({}));
+        turn(
+            &key,
+            "session_2",
+            "Caroline",
+            "I went hiking in the hills.",
+            json!({}),
+        );
+        let twin = turn(&key, "session_2", "Melanie", &answer(albums[1]), json!({}));
+        let got = hits(&key, None);
+        let (r, t) = (find(&got, &reply).unwrap(), find(&got, &twin).unwrap());
+        assert!(r < t, "{user}: the reply ranks {r}, its twin {t}");
+        assert!(
+            got[r]["breakdown"]["context"].as_f64().unwrap() > 0.0,
+            "{user}"
+        );
+        assert_eq!(got[t]["breakdown"]["context"], 0.0, "{user}");
+    }
+
+    // The reply is restricted to a purpose the search does not name: expansion finds it in the
+    // store and the same filter as the index legs' turns it away.
+    let cai = app.key("acme", "cai", &["writer"], &[]);
+    turn(&cai, "session_1", "Caroline", asked, json!({}));
+    let hidden = turn(
+        &cai,
+        "session_1",
+        "Melanie",
+        &answer("4417"),
+        json!({"purposes": ["family"]}),
+    );
+    assert_eq!(find(&hits(&cai, None), &hidden), None);
+    assert_eq!(find(&hits(&cai, Some("billing")), &hidden), None);
+    let served = hits(&cai, Some("family"));
+    let at = find(&served, &hidden).expect("served for its purpose");
+    assert!(served[at]["breakdown"]["context"].as_f64().unwrap() > 0.0);
 }

@@ -175,18 +175,31 @@ impl HybridSearcher {
         filter: &VisibilityFilter,
         opts: &SearchOptions,
     ) -> CoreResult<Vec<HybridHit>> {
+        self.search_split(query, query, filter, opts)
+    }
+
+    /// [`Self::search`] with a query of its own for each leg: a caller that rewrites the query
+    /// for BM25 (dropping words that only make it a question) keeps the whole sentence for the
+    /// embedding. Both legs get the same filter.
+    pub fn search_split(
+        &self,
+        text_query: &str,
+        vector_query: &str,
+        filter: &VisibilityFilter,
+        opts: &SearchOptions,
+    ) -> CoreResult<Vec<HybridHit>> {
         opts.fusion.validate()?;
         if opts.k == 0 {
             return Ok(vec![]);
         }
         let n = opts.candidates_per_leg.max(opts.k);
         let text_hits = match opts.legs {
-            Legs::Both | Legs::TextOnly => self.text.search(query, filter, n)?,
+            Legs::Both | Legs::TextOnly => self.text.search(text_query, filter, n)?,
             Legs::VectorOnly => vec![],
         };
         let vector_hits = match opts.legs {
             Legs::Both | Legs::VectorOnly => {
-                let q = self.embed_one(query)?;
+                let q = self.embed_one(vector_query)?;
                 self.vectors.search(&q, filter, n)?
             }
             Legs::TextOnly => vec![],

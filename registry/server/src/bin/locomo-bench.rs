@@ -1,7 +1,7 @@
 //! LoCoMo memory-recall benchmark over the HTTP API. Prints figures; asserts nothing.
 //!
 //! `locomo-bench [--data FILE] [--data-dir DIR] [--search-only] [--embed-model NAME] [--k N]
-//! [--misses N] [--weights SETS]`
+//! [--misses N] [--weights SETS] [--dump FILE]`
 //!
 //! Serves the registry in-process on a loopback port over `DIR` (default: a fresh temporary
 //! directory) and talks to it with plain HTTP/1.1 requests, as a harness would. Every turn of
@@ -18,6 +18,8 @@
 //! `--weights "semantic=0.5,lexical=0.2;semantic=0.3"` scores the questions once per set (`;`
 //! between sets, each `signal=weight` over the defaults of `registry_memory::search::WEIGHTS`):
 //! for tuning the ranking mix on these development conversations only.
+//!
+//! `--dump FILE` writes, per question, its 100 best hits with their breakdowns (JSON lines).
 //!
 //! LoCoMo's categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop.
 
@@ -53,6 +55,7 @@ struct Options {
     k: usize,
     misses: usize,
     weights: Vec<String>,
+    dump: Option<PathBuf>,
 }
 
 fn parse_args() -> anyhow::Result<Options> {
@@ -69,6 +72,7 @@ fn parse_args() -> anyhow::Result<Options> {
         k: 5,
         misses: 0,
         weights: vec![],
+        dump: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -81,6 +85,7 @@ fn parse_args() -> anyhow::Result<Options> {
             "--k" => o.k = value()?.parse()?,
             "--misses" => o.misses = value()?.parse()?,
             "--weights" => o.weights = value()?.split(';').map(str::to_string).collect(),
+            "--dump" => o.dump = Some(value()?.into()),
             other => bail!("unknown argument {other}"),
         }
     }
@@ -296,6 +301,63 @@ fn main() -> anyhow::Result<()> {
         println!("weights {}", serde_json::to_string(&w)?);
         score(addr, &o, &convs, &keys, &turns)?;
     }
+    if let Some(path) = &o.dump {
+        dump(addr, path, &convs, &keys, &turns)?;
+    }
+    Ok(())
+}
+
+/// One JSON line per scored question: its category, evidence and the 100 best hits with their
+/// turns and breakdowns, for studying the ranking offline.
+fn dump(
+    addr: SocketAddr,
+    path: &Path,
+    convs: &[Value],
+    keys: &HashMap<String, String>,
+    turns: &Turns,
+) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    for c in convs {
+        let sample = c["sample_id"].as_str().unwrap_or_default();
+        let held = &turns[sample];
+        for q in c["qa"].as_array().into_iter().flatten() {
+            let cat = q["category"].as_u64().unwrap_or(0);
+            let want = evidence_of(q);
+            if !(1..=4).contains(&cat) || want.is_empty() {
+                continue;
+            }
+            let question = q["question"].as_str().unwrap_or_default();
+            let (s, r) = http(
+                addr,
+                "POST",
+                "/v1/memories/search",
+                &keys[sample],
+                &json!({"query": question, "k": 100}),
+            )?;
+            if s != 200 {
+                bail!("search {question:?}: {s} {r}");
+            }
+            let hits: Vec<Value> = r["hits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|h| {
+                    json!({
+                        "turns": held.get(h["memory"]["id"].as_str().unwrap_or_default()),
+                        "score": h["score"],
+                        "breakdown": h["breakdown"],
+                        "speaker": h["memory"]["speaker"],
+                        "content": h["memory"]["content"],
+                    })
+                })
+                .collect();
+            let line = json!({"conv": sample, "category": cat, "question": question,
+                "evidence": want, "hits": hits});
+            writeln!(out, "{line}")?;
+        }
+    }
+    out.flush()?;
+    println!("dumped to {}", path.display());
     Ok(())
 }
 
