@@ -54,6 +54,7 @@ impl Embedded {
                 audit_key: key,
                 audit_anchor: d.join("audit.checkpoint"),
                 retention: Default::default(),
+                cluster: Default::default(),
             },
         );
         Embedded { services, dir }
