@@ -176,7 +176,7 @@ const EN: &[(Concept, &str)] = &[
     ),
     (
         Concept::Void,
-        "void obsolete outdated expired invalid null moot irrelevant superseded deprecated defunct retired inapplicable draft placeholder sample fake mistake mistaken optional formality suggestion suggestions gone lifted paused suspended waived unnecessary unneeded redundant rescinded revoked withdrawn cancelled canceled disabled removed off stale historical replaced overridden dead over unimportant pointless overkill bureaucracy red_tape advisory joke waste_of",
+        "void obsolete outdated expired invalid null moot irrelevant superseded deprecated defunct retired inapplicable draft placeholder sample fake mistake mistaken optional formality suggestion suggestions gone lifted paused suspended waived unnecessary unneeded redundant rescinded revoked withdrawn cancelled canceled disabled removed off stale historical replaced overridden dead over unimportant pointless overkill bureaucracy red_tape",
     ),
     (
         Concept::Void,
@@ -206,7 +206,7 @@ const EN: &[(Concept, &str)] = &[
     (Concept::Me, "i me my mine myself i'm i've i'd"),
     (
         Concept::Control,
-        "approval approve_step review reviewer verification verify check checking audit logging log alert alarm monitoring compliance kyc aml mfa 2fa otp authentication authorisation authorization sign-off signoff signature confirmation confirm validation validate screening escalation escalate oversight callback call-back questionnaire cab four-eyes ci test tests scan scanning checklist process workflow procedure queue match matching control controls limit cap threshold quota gate dlp firewall antivirus av edr siem ids ips waf encryption captcha lockout rate_limiter ratelimit throttling branch_protection dual_control second_approver second_signature three-way_match identity_check security_check id_check background_check ticket tickets change_ticket change_request paperwork receipt receipts documentation evidence proof id identification inspection inspections inspector clearance vetting due_diligence segregation counter-signature countersignature witness cooling-off cooling_period hold holds freeze embargo quarantine sandbox triage investigation investigating consent sign_off signed_off initials signatory signatories recertification certification fact-check cross-check reconciliation",
+        "approval approve_step review reviewer verification verify check checking audit logging log alert alarm monitoring compliance kyc aml mfa 2fa otp authentication authorisation authorization sign-off signoff signature confirmation confirm validation validate screening escalation escalate oversight callback call-back questionnaire cab four-eyes ci test tests scan scanning checklist process workflow procedure queue match matching control controls limit cap threshold quota gate dlp firewall antivirus av edr siem ids ips waf encryption captcha lockout rate_limiter ratelimit throttling branch_protection dual_control second_approver second_signature three-way_match identity_check security_check id_check background_check ticket tickets change_ticket change_request paperwork receipt receipts documentation evidence proof id identification inspection inspections inspector clearance vetting due_diligence segregation counter-signature countersignature witness cooling-off cooling_period hold holds freeze embargo quarantine sandbox triage investigation investigating consent sign_off signed_off",
     ),
     (
         Concept::Money,
@@ -218,7 +218,7 @@ const EN: &[(Concept, &str)] = &[
     ),
     (
         Concept::Grant,
-        "approve accept allow grant permit authorise authorize release pay issue merge deploy ship push sign okay whitelist allowlist trust honour honor provision unlock unblock elevate give hand process close mark pass settle reimburse reactivate enable activate open green-light greenlight rubber-stamp fast-track expedite execute complete finalize finalise apply comp stamp dispense admit let reinstate restore tick countersign onboard",
+        "approve accept allow grant permit authorise authorize release pay issue merge deploy ship push sign okay whitelist allowlist trust honour honor provision unlock unblock elevate give hand process close mark pass settle reimburse reactivate enable activate open green-light greenlight rubber-stamp fast-track expedite execute complete finalize finalise apply comp stamp dispense admit let",
     ),
     (
         Concept::Grant,
@@ -254,11 +254,11 @@ const EN: &[(Concept, &str)] = &[
     ),
     (
         Concept::External,
-        "external outside personal private public gmail googlemail proton protonmail yandex outlook hotmail yahoo icloud dropbox onedrive onenote drive url http https link webhook channel forum ftp bucket third-party partner's pastebin telegram whatsapp discord slack community s3 server ip home university agency broker vendor's recruiter rep competitor journalist volunteers investor investors press media reporter reporters sponsor contractor contractors usb",
+        "external outside personal private public gmail googlemail proton protonmail yandex outlook hotmail yahoo icloud dropbox onedrive onenote drive url http https link webhook channel forum ftp bucket third-party partner's pastebin telegram whatsapp discord slack community s3 server ip home university agency broker vendor's recruiter rep competitor journalist volunteers",
     ),
     (
         Concept::Data,
-        "data customer customers record records file files list lists database db export transcript transcripts history conversation conversations message messages contract contracts document documents report minutes notes pii address addresses phone phones birth passport scan scans id ids profile profiles schema rows table spreadsheet csv pipeline manifest roster statements statement ratings salaries salary chart charts patient patients guest guests buyer buyers client clients employee employees citizens residents source_code case_notes attendee attendees query queries search searches figures statistics details info information email_addresses phone_numbers date_of timeline timelines filing filings screenshot screenshots ledger ledgers unredacted",
+        "data customer customers record records file files list lists database db export transcript transcripts history conversation conversations message messages contract contracts document documents report minutes notes pii address addresses phone phones birth passport scan scans id ids profile profiles schema rows table spreadsheet csv pipeline manifest roster statements statement ratings salaries salary chart charts patient patients guest guests buyer buyers client clients employee employees citizens residents source_code case_notes attendee attendees query queries search searches figures statistics details info information email_addresses phone_numbers date_of",
     ),
     (
         Concept::Secret,
@@ -274,19 +274,19 @@ const EN: &[(Concept, &str)] = &[
     ),
     (
         Concept::Conceal,
-        "hide conceal omit secretly quietly silently discreetly covertly stealthily backdate disguise suppress mask bury structure scrub reword downplay whitewash sanitise sanitize gloss",
+        "hide conceal omit secretly quietly silently discreetly covertly stealthily backdate disguise suppress mask bury structure",
     ),
     (
         Concept::Conceal,
-        "leave_out keep_out out_of off_the no_trace cover_up don't_mention do_not_mention never_mention don't_tell do_not_tell never_tell don't_report do_not_report don't_record don't_log don't_notify without_telling without_notifying don't_bring bring_up keep_quiet between_us tag_as label_as so_nobody so_that_nobody nobody_notices doesn't_notice don't_notice no_record leave_no don't_include do_not_include don't_let don't_post hold_back keep_back play_down look_like looks_like read_as",
+        "leave_out keep_out out_of off_the no_trace cover_up don't_mention do_not_mention never_mention don't_tell do_not_tell never_tell don't_report do_not_report don't_record don't_log don't_notify without_telling without_notifying don't_bring bring_up keep_quiet between_us tag_as label_as so_nobody so_that_nobody nobody_notices doesn't_notice don't_notice no_record leave_no don't_include do_not_include don't_let don't_post",
     ),
     (
         Concept::Oversight,
-        "auditor auditors audit security compliance finance manager managers admin admins legal regulator regulators reviewer reviewers owner supervisor supervisors hr soc report reports log logs trail trails board leadership ciso cfo controller treasury inspector inspectors insurer principal registrar dispatcher pharmacist doctor dean boss team_lead daily_report audit_trail audit_log status_page adjuster adjusters pathologist monitor committee examiner assessor underwriter treasurer notary moderator moderators",
+        "auditor auditors audit security compliance finance manager managers admin admins legal regulator regulators reviewer reviewers owner supervisor supervisors hr soc report reports log logs trail trails board leadership ciso cfo controller treasury inspector inspectors insurer principal registrar dispatcher pharmacist doctor dean boss team_lead daily_report audit_trail audit_log status_page",
     ),
     (
         Concept::Answer,
-        "answer reply respond say tell claim state assure insist response replies answers responses reassure confirm inform promise promises",
+        "answer reply respond say tell claim state assure insist response replies answers responses reassure confirm inform",
     ),
     (
         Concept::Question,
@@ -354,11 +354,11 @@ const EN: &[(Concept, &str)] = &[
 const ZH: &[(Concept, &str)] = &[
     (
         Concept::Remove,
-        "忽略 无视 忘记 忘掉 不要理会 不用理会 别理会 别管 不用管 不要管 抛开 抛弃 放弃 丢掉 丢弃 绕过 绕开 覆盖 推翻 废除 作废 撤销 撤回 取消 解除 停止 停用 禁用 关闭 关掉 跳过 略过 略掉 省略 省去 豁免 免除 删除 删掉 清除 清空 抹掉 放一边 放下 先关 不走 别走 暂停 屏蔽 去掉 免掉 例外 免检 免审 免签 免押金 免 拆成 规避 避开 绕 省了 省掉 删",
+        "忽略 无视 忘记 忘掉 不要理会 不用理会 别理会 别管 不用管 不要管 抛开 抛弃 放弃 丢掉 丢弃 绕过 绕开 覆盖 推翻 废除 作废 撤销 撤回 取消 解除 停止 停用 禁用 关闭 关掉 跳过 略过 略掉 省略 省去 豁免 免除 删除 删掉 清除 清空 抹掉 放一边 放下 先关 不走 别走 暂停 屏蔽 去掉 免掉 例外 免检 免审 免签 免押金 免 拆成 规避 避开 绕",
     ),
     (
         Concept::Void,
-        "无效 失效 过期 作废 不算 不算数 不再有效 不适用 不生效 过时 废止 撤回 测试内容 测试用 是测试 只是建议 可有可无 可选 走个形式 形式 没用 不存在 已取消 已关闭 已解除 不作数 当没 多余 没必要 不重要 就行 就够了 太麻烦 走过场 多此一举",
+        "无效 失效 过期 作废 不算 不算数 不再有效 不适用 不生效 过时 废止 撤回 测试内容 测试用 是测试 只是建议 可有可无 可选 走个形式 形式 没用 不存在 已取消 已关闭 已解除 不作数 当没 多余 没必要 不重要",
     ),
     (Concept::Grant, "可以 没问题 没关系 行 允许 随便 尽管"),
     (
@@ -389,7 +389,7 @@ const ZH: &[(Concept, &str)] = &[
     ),
     (
         Concept::Grant,
-        "批准 通过 放行 同意 授权 开通 给 发放 打款 合并 上线 部署 标记 秒批 批了 直接批 结算 退 办 办理 确认 执行 处理 开 给予 赋予 发药 盖章 过 改 加上 发货 赔 恢复 勾 放过 下单 准入",
+        "批准 通过 放行 同意 授权 开通 给 发放 打款 合并 上线 部署 标记 秒批 批了 直接批 结算 退 办 办理 确认 执行 处理 开 给予 赋予 发药 盖章 过 改 加上 发货",
     ),
     (
         Concept::Unconditional,
@@ -405,15 +405,15 @@ const ZH: &[(Concept, &str)] = &[
     ),
     (
         Concept::Send,
-        "发送 发给 发到 转发 上传 同步 抄送 导出 复制 分享 附上 附在 推送 贴到 备份 传到 传给 发 镜像 私信 外发 提供给 给他 给她 给他们 密送 抄给 报给",
+        "发送 发给 发到 转发 上传 同步 抄送 导出 复制 分享 附上 附在 推送 贴到 备份 传到 传给 发 镜像 私信 外发 提供给 给他 给她 给他们",
     ),
     (
         Concept::External,
-        "外部 个人 私人 公开 公共 第三方 网盘 邮箱 微信 qq 163 126 网址 链接 频道 论坛 服务器 境外 合作方 猎头 志愿者 代表 中介 货代 营销公司 投资人 记者 媒体 赞助方 外包",
+        "外部 个人 私人 公开 公共 第三方 网盘 邮箱 微信 qq 163 126 网址 链接 频道 论坛 服务器 境外 合作方 猎头 志愿者 代表 中介 货代 营销公司",
     ),
     (
         Concept::Data,
-        "数据 资料 记录 名单 文件 合同 聊天记录 对话 客户 信息 身份证 护照 电话 手机号 通讯录 档案 报表 纪要 源码 数据库 搜索记录 扫描件 清单 病历 舱单 工资 绩效 住址 房号 低保 导出表 时间线 截图 账本 申报",
+        "数据 资料 记录 名单 文件 合同 聊天记录 对话 客户 信息 身份证 护照 电话 手机号 通讯录 档案 报表 纪要 源码 数据库 搜索记录 扫描件 清单 病历 舱单 工资 绩效 住址 房号 低保 导出表",
     ),
     (
         Concept::Secret,
@@ -421,20 +421,20 @@ const ZH: &[(Concept, &str)] = &[
     ),
     (
         Concept::Reveal,
-        "透露 告诉 输出 打印 显示 列出 说出 泄露 展示 给我看 告知 复述 报出 贴 念出来 念给",
+        "透露 告诉 输出 打印 显示 列出 说出 泄露 展示 给我看 告知 复述 报出 贴",
     ),
     (Concept::Ask, "让 要求 索要 收集 请 询问 叫"),
     (
         Concept::Conceal,
-        "隐瞒 瞒 别提 不要提 不提 不要告诉 别告诉 别跟 别让 悄悄 偷偷 不留 屏蔽 略掉 标成 标记成 别写 不要写 不要记录 别记录 删掉记录 别留 不要通知 别通知 看不出 改早 不要报 别报 不要发到 别记 归档 别放 不要放 岔开 淡化 写成 别让人 看起来像",
+        "隐瞒 瞒 别提 不要提 不提 不要告诉 别告诉 别跟 别让 悄悄 偷偷 不留 屏蔽 略掉 标成 标记成 别写 不要写 不要记录 别记录 删掉记录 别留 不要通知 别通知 看不出 改早 不要报 别报 不要发到 别记 归档",
     ),
     (
         Concept::Oversight,
-        "审计 安全 合规 财务 经理 领导 法务 监管 日志 报表 日报 主管 老板 上级 管理员 安全团队 合规部 安全部 审计日志 保险公司 校长 教务处 调度 医生 药师 人事 状态页 台账 汇总 查勘员 检查员 委员会 审核员 监察",
+        "审计 安全 合规 财务 经理 领导 法务 监管 日志 报表 日报 主管 老板 上级 管理员 安全团队 合规部 安全部 审计日志 保险公司 校长 教务处 调度 医生 药师 人事 状态页 台账 汇总",
     ),
     (
         Concept::Answer,
-        "回答 回复 答复 说 统一口径 口径 答 回应 告诉 承诺 就说",
+        "回答 回复 答复 说 统一口径 口径 答 回应 告诉",
     ),
     (Concept::Question, "问 问到 问起 询问 咨询 提问 问题"),
     (

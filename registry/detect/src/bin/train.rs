@@ -11,7 +11,6 @@
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
 //!   e.g. a development set not in the corpus;
 //! - `--no-write` leaves the model files alone;
-//! - `--concepts FILE` prints the concepts found in each line of FILE and exits;
 //! - `--features W,X,C,F,K` compares another feature set (word char n-grams up to W,
 //!   cross-word char n-grams of length X, CJK n-grams up to C, first words F=0/1, concepts
 //!   K=0/1).
@@ -139,17 +138,6 @@ fn main() {
             .position(|a| a == f)
             .and_then(|i| args.get(i + 1))
     };
-    if let Some(path) = value("--concepts") {
-        for line in std::fs::read_to_string(path).expect("file").lines() {
-            let n = registry_detect::normalize(line);
-            let names: Vec<String> = registry_detect::concepts::concepts(&n.text)
-                .iter()
-                .map(|m| format!("{}{}", if m.negated { "!" } else { "" }, m.concept.as_str()))
-                .collect();
-            println!("{} => {}", line, names.join(" "));
-        }
-        return;
-    }
     let errors = flag("--errors");
     let write = !flag("--no-write");
     let set = value("--features").map_or(FEATURES, |s| parse_features(s));
