@@ -32,6 +32,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use registry_memory::search::Breakdown;
+use registry_server::bench::{http, pct, start_server};
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
@@ -92,68 +93,6 @@ fn parse_args() -> anyhow::Result<Options> {
     Ok(o)
 }
 
-/// One HTTP/1.1 request on a fresh connection; returns the status and the JSON body.
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    key: &str,
-    body: &Value,
-) -> anyhow::Result<(u16, Value)> {
-    let payload = serde_json::to_vec(body)?;
-    let mut s = TcpStream::connect(addr)?;
-    s.set_nodelay(true)?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        payload.len()
-    )?;
-    s.write_all(&payload)?;
-    let mut raw = vec![];
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("no end of headers")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut body = raw[split + 4..].to_vec();
-    let status: u16 = head
-        .split_whitespace()
-        .nth(1)
-        .context("no status")?
-        .parse()?;
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body)?;
-    }
-    let v = if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&body).with_context(|| format!("{status}: body is not JSON"))?
-    };
-    Ok((status, v))
-}
-
-fn dechunk(mut b: &[u8]) -> anyhow::Result<Vec<u8>> {
-    let mut out = vec![];
-    loop {
-        let eol = b
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .context("bad chunk")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol])?.trim(), 16)?;
-        b = &b[eol + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
-    }
-}
-
 /// `1:56 pm on 8 May, 2023` as UTC.
 fn session_date(s: &str) -> anyhow::Result<DateTime<Utc>> {
     let t = NaiveDateTime::parse_from_str(&s.to_ascii_uppercase(), "%I:%M %p ON %d %B, %Y")
@@ -200,35 +139,6 @@ fn evidence_of(q: &Value) -> Vec<String> {
         .filter(|e| e.starts_with('D'))
         .map(str::to_string)
         .collect()
-}
-
-fn start_server(config: Config) -> anyhow::Result<(AppState, SocketAddr)> {
-    let state = AppState::open(config)?;
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    std_listener.set_nonblocking(true)?;
-    let addr = std_listener.local_addr()?;
-    let st = state.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
-            registry_server::serve_until(st, listener, std::future::pending())
-                .await
-                .expect("serve");
-        });
-    });
-    Ok((state, addr))
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
 #[derive(Default)]
