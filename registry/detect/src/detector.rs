@@ -345,8 +345,11 @@ pub fn decide_at(a: &Analysis, score: f32, threshold: f32, veto: f32) -> Detecti
     let structural = r.signals.any(STRUCTURAL);
     let vetoed = score < veto;
     // An injection carried by the text's form (a chat-template marker, forged tool output,
-    // hidden or disguised text, with an address) stands whatever the score.
-    let (verdict, hostile) = if r.injection && (!vetoed || structural) {
+    // hidden or disguised text, with an address) stands whatever the score; so does an order to
+    // drop the instructions in force ("ignore all previous instructions"), which no memory
+    // needs outside talk about attacks (such sentences are not counted as injections).
+    let overrides = r.signals.has(Signal::OverrideInstructions);
+    let (verdict, hostile) = if r.injection && (!vetoed || structural || overrides) {
         (Verdict::Injection, true)
     } else if r.hostile && !vetoed {
         (Verdict::Steering, true)
