@@ -88,8 +88,8 @@ fn fact(rng: &mut rand::rngs::StdRng, i: usize) -> (String, String) {
 
 struct Node {
     addr: SocketAddr,
-    // Kept so that the node runs until the end of the bench.
-    _state: AppState,
+    /// Also keeps the node running until the end of the bench.
+    state: AppState,
 }
 
 fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Result<Node> {
@@ -104,10 +104,7 @@ fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Re
         config.store.schema = schema.into();
     }
     let (state, addr) = start_server(config)?;
-    Ok(Node {
-        addr,
-        _state: state,
-    })
+    Ok(Node { addr, state })
 }
 
 fn key(state: &AppState) -> anyhow::Result<String> {
@@ -231,8 +228,8 @@ fn main() -> anyhow::Result<()> {
     let a = node(&tmp.join("node-a"), Some((&o.url, &schema)), &audit_key)?;
     let b = node(&tmp.join("node-b"), Some((&o.url, &schema)), &audit_key)?;
 
-    let ek = key(&embedded._state)?;
-    let ck = key(&a._state)?;
+    let ek = key(&embedded.state)?;
+    let ck = key(&a.state)?;
     let mut e = workload(&[&embedded], &ek, &o)?;
     let mut c = workload(&[&a, &b], &ck, &o)?;
     let mut lag = lags(&a, &b, &ck, o.lag_probes)?;
