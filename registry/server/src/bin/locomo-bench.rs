@@ -24,8 +24,8 @@
 //! LoCoMo's categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -35,7 +35,6 @@ use registry_memory::search::Breakdown;
 use registry_server::bench::{http, pct, start_server};
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
-use registry_server::state::AppState;
 use serde_json::{Value, json};
 
 const CATEGORIES: [(u64, &str); 4] = [
