@@ -822,11 +822,30 @@ impl KnowledgeService {
         Ok(chunks.len())
     }
 
+    /// Writes the text entries of the servable chunks among `ids`, leaving their vectors alone
+    /// (a node following a shared vector index, which the writing node filled).
+    pub fn reindex_text_only(&self, ids: Vec<AssetId>) -> Result<usize> {
+        let entries = self.index_entries(Some(ids))?;
+        let docs: Vec<TextDoc> = entries
+            .into_iter()
+            .map(|(keys, text)| TextDoc { keys, text })
+            .collect();
+        for chunk in docs.chunks(1000) {
+            self.search.text.upsert(chunk)?;
+        }
+        Ok(docs.len())
+    }
+
     /// The index keys and text every servable chunk should carry now, for re-labelling an
     /// index whose entries predate a change of governance tags (no re-embedding).
     pub fn current_index_entries(&self) -> Result<Vec<(IndexKeys, String)>> {
+        self.index_entries(None)
+    }
+
+    fn index_entries(&self, ids: Option<Vec<AssetId>>) -> Result<Vec<(IndexKeys, String)>> {
         let chunks = self.store.find(&AssetQuery {
             kind: Some(AssetKind::Chunk),
+            ids,
             heads_only: true,
             statuses: Some(vec![
                 AssetStatus::Active,

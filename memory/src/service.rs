@@ -927,6 +927,25 @@ impl MemoryService {
         Ok(docs.len())
     }
 
+    /// Writes the text entries of servable records, leaving their vectors alone (a node
+    /// following a shared vector index, which the writing node filled). Returns the count.
+    pub fn reindex_text(&self, recs: &[AssetRecord]) -> Result<usize> {
+        let docs: Vec<TextDoc> = recs
+            .iter()
+            .filter(|r| SERVABLE.contains(&r.meta.status))
+            .filter_map(|r| {
+                MemoryBody::from_record(r).map(|b| TextDoc {
+                    keys: index_keys(r, &b),
+                    text: b.index_text(),
+                })
+            })
+            .collect();
+        for chunk in docs.chunks(1000) {
+            self.search.text.upsert(chunk)?;
+        }
+        Ok(docs.len())
+    }
+
     /// Embeds and indexes servable records (re-indexing replaces).
     pub fn reindex(&self, recs: &[AssetRecord]) -> Result<usize> {
         let items: Vec<(AssetRecord, MemoryBody)> = recs

@@ -6,9 +6,25 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use registry_core::CoreResult;
+use registry_core::asset::AssetId;
+use registry_core::audit::AuditKey;
+use registry_core::deletion::{DeletionLevel, ReceiptStatus};
+use registry_core::principal::Principal;
+use registry_core::retrieval::{
+    Embedder, IndexKeys, ModelInfo, ScoredId, VectorEntry, VectorIndex, VisibilityFilter,
+};
+use registry_embed::{EmbedderConfig, OnnxEmbedder};
+use registry_memory::WriteRequest;
+use registry_memory::search::SearchRequest;
+use registry_services::{Backends, Options, Services};
 use registry_store_postgres::test_support::{TestSchema, test_database_url};
+use registry_text_index::TantivyTextIndex;
+use registry_vector_index::EmbeddedVectorIndex;
 use reqwest::blocking::Client;
 use serde_json::{Value, json};
 
@@ -286,4 +302,155 @@ fn two_nodes_on_one_postgres_follow_each_other() {
     assert!(memory_hits(&c, &a.proc.base, &key, "zqxbadge5521").contains(&id));
     drop(b);
     drop(a);
+}
+
+/// A vector index every node reaches, as Qdrant is: here the embedded index, one copy that two
+/// in-process nodes share (Qdrant itself cannot be installed on these machines).
+struct SharedVectors(Arc<EmbeddedVectorIndex>);
+
+impl VectorIndex for SharedVectors {
+    fn upsert(&self, entries: &[VectorEntry]) -> CoreResult<()> {
+        VectorIndex::upsert(&*self.0, entries)
+    }
+    fn delete(&self, ids: &[AssetId]) -> CoreResult<()> {
+        VectorIndex::delete(&*self.0, ids)
+    }
+    fn search(&self, v: &[f32], f: &VisibilityFilter, k: usize) -> CoreResult<Vec<ScoredId>> {
+        VectorIndex::search(&*self.0, v, f, k)
+    }
+    fn compact(&self) -> CoreResult<()> {
+        VectorIndex::compact(&*self.0)
+    }
+    fn relabel(&self, keys: &[IndexKeys]) -> CoreResult<usize> {
+        VectorIndex::relabel(&*self.0, keys)
+    }
+    fn ids_not_made_by(&self, tag: &str, limit: usize) -> CoreResult<Vec<AssetId>> {
+        VectorIndex::ids_not_made_by(&*self.0, tag, limit)
+    }
+    fn len(&self) -> CoreResult<u64> {
+        VectorIndex::len(&*self.0)
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
+/// The real model, counting the texts each node embeds for storage.
+struct Counting(Arc<OnnxEmbedder>, AtomicUsize);
+
+impl Embedder for Counting {
+    fn info(&self) -> &ModelInfo {
+        Embedder::info(&*self.0)
+    }
+    fn embed(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
+        self.1.fetch_add(texts.len(), Ordering::SeqCst);
+        Embedder::embed(&*self.0, texts)
+    }
+    fn embed_query(&self, texts: &[&str]) -> CoreResult<Vec<Vec<f32>>> {
+        Embedder::embed_query(&*self.0, texts)
+    }
+    fn count_tokens(&self, text: &str) -> CoreResult<usize> {
+        Embedder::count_tokens(&*self.0, text)
+    }
+    fn content_tokens(&self, text: &str) -> CoreResult<usize> {
+        Embedder::content_tokens(&*self.0, text)
+    }
+}
+
+#[test]
+fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
+    let Some(url) = test_database_url("nodes_sharing_a_vector_index_embed_each_write_once") else {
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let tmp = tempfile::tempdir().unwrap();
+    let key = AuditKey::from_bytes([7; 32]);
+    let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
+    let shared = Arc::new(EmbeddedVectorIndex::open(tmp.path().join("vectors"), 384).unwrap());
+    let node = |name: &str| {
+        let dir = tmp.path().join(name);
+        let store = Arc::new(
+            registry_store_postgres::PgStore::connect(registry_store_postgres::PgOptions {
+                node_id: Some(name.into()),
+                ..schema.options(Some(key.clone()))
+            })
+            .unwrap(),
+        );
+        let embedder = Arc::new(Counting(model.clone(), AtomicUsize::new(0)));
+        let services = Services::new(
+            Backends {
+                store: store.clone(),
+                blobs: Arc::new(registry_store_postgres::PgBlobStore::new(store)),
+                text: Arc::new(TantivyTextIndex::open(dir.join("text")).unwrap()),
+                vectors: Arc::new(SharedVectors(shared.clone())),
+                embedder: embedder.clone(),
+            },
+            Options {
+                audit_key: key.clone(),
+                audit_anchor: dir.join("anchor"),
+                retention: Default::default(),
+                cluster: Default::default(),
+            },
+        );
+        services.catch_up().unwrap();
+        (services, embedder)
+    };
+    let (a, a_embeds) = node("node-a");
+    let (b, b_embeds) = node("node-b");
+    let p = Principal::new("acme", "ann");
+    let write: WriteRequest = serde_json::from_value(json!({
+        "class": "semantic",
+        "content": "The spare key to the zqxshed9 garden shed hangs behind the boiler"
+    }))
+    .unwrap();
+    let id = a.memory.write(&p, &write, None).unwrap().id;
+    assert_eq!(
+        a_embeds.1.load(Ordering::SeqCst),
+        1,
+        "the writing node embeds it"
+    );
+    let report = b.follow_once().unwrap();
+    assert!(report.indexed >= 1, "{report:?}");
+    assert_eq!(
+        b_embeds.1.load(Ordering::SeqCst),
+        0,
+        "the other node follows in its text index only: the shared vector is there already"
+    );
+    let search = |s: &Services, q: &str| {
+        let req: SearchRequest = serde_json::from_value(json!({"query": q})).unwrap();
+        s.memory.search(&p, &req).unwrap().hits
+    };
+    // Both legs on B: its own text index found the rare word, the shared vectors the meaning.
+    let hits = search(&b, "zqxshed9");
+    assert_eq!(hits[0].memory.id, id);
+    assert!(hits[0].breakdown.lexical > 0.0, "{:?}", hits[0].breakdown);
+    let hits = search(&b, "where is the extra key for the shed kept?");
+    assert_eq!(hits[0].memory.id, id);
+    assert!(hits[0].breakdown.semantic > 0.3, "{:?}", hits[0].breakdown);
+
+    // A purge on B (A following meanwhile, as its follower thread would): the vector leaves
+    // the shared index, A's text index follows, and the receipt says how the index purged.
+    let done = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                a.follow_once().unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = b
+            .deletions
+            .delete(&p, std::slice::from_ref(&id), DeletionLevel::Purged, "test");
+        done.store(true, Ordering::SeqCst);
+        r.unwrap()
+    });
+    assert_eq!(r.status, ReceiptStatus::Completed, "{r:?}");
+    assert!(r.nodes.iter().all(|n| n.applied), "{:?}", r.nodes);
+    assert!(search(&a, "zqxshed9").iter().all(|h| h.memory.id != id));
+    assert_eq!(
+        shared.len().unwrap(),
+        0,
+        "no vector left in the shared index"
+    );
+    assert_eq!(b_embeds.1.load(Ordering::SeqCst), 0);
 }

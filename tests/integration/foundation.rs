@@ -202,6 +202,29 @@ fn an_acknowledged_write_survives_kill_9() {
 }
 
 #[test]
+fn a_qdrant_that_does_not_answer_stops_the_start_and_names_the_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A port nobody listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, _, err) = run_cli(
+        &data,
+        &["--qdrant-url", &url, "serve", "--bind", "127.0.0.1:0"],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("vectors.qdrant_url"), "{err}");
+    assert!(err.contains(&url), "{err}");
+    let (code, _, err) = run_cli(&data, &["--qdrant-url", "qdrant:6334", "serve"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("vectors.qdrant_url"), "{err}");
+}
+
+#[test]
 fn migrations_run_on_an_empty_directory_and_on_an_existing_one() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("fresh");

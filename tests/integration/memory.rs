@@ -909,6 +909,63 @@ fn an_acknowledged_memory_survives_kill_9() {
 }
 
 #[test]
+fn a_lost_vector_index_is_filled_from_the_store_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, out, err) = run_cli(
+        &data,
+        &[
+            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let key = serde_json::from_str::<Value>(&out).unwrap()["key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let client = reqwest::blocking::Client::new();
+    let search = |base: &str| -> Value {
+        client
+            .post(format!("{base}/v1/memories/search"))
+            .bearer_auth(&key)
+            .json(&json!({"query": "when must the quarterly figures be handed in?"}))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    let server = ServerProcess::spawn(&data);
+    let resp: Value = client
+        .post(format!("{}/v1/memories", server.base))
+        .bearer_auth(&key)
+        .json(&json!({"class": "semantic", "content": "The quarterly report is due on the fifth"}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(resp["decision"], "accepted", "{resp}");
+    let id = resp["id"].as_str().unwrap().to_string();
+    let before = search(&server.base);
+    assert_eq!(before["hits"][0]["memory"]["id"], id.as_str(), "{before}");
+    drop(server);
+    // The vector index is derived state: losing it (or a new Qdrant collection after a change
+    // of model) must not leave the semantic leg silently empty.
+    std::fs::remove_dir_all(data.join("vectors")).unwrap();
+    let server = ServerProcess::spawn(&data);
+    let after = search(&server.base);
+    let hit = &after["hits"][0];
+    assert_eq!(hit["memory"]["id"], id.as_str(), "{after}");
+    assert_eq!(
+        hit["breakdown"]["semantic"], before["hits"][0]["breakdown"]["semantic"],
+        "the memory's vector is back: {after}"
+    );
+    assert!(
+        hit["breakdown"]["semantic"].as_f64().unwrap() > 0.3,
+        "{after}"
+    );
+}
+
+#[test]
 fn a_batch_runs_every_item_through_the_gate_in_order_and_retries_store_once() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);

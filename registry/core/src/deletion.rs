@@ -471,6 +471,8 @@ impl DeletionEngine<'_> {
                     s.level = DeletionLevel::Purged;
                     if s.store == ChildStore::Assets.as_str() {
                         s.method = self.store.purge_method().map(String::from);
+                    } else if s.store == ChildStore::VectorIndex.as_str() {
+                        s.method = self.vectors.purge_method().map(String::from);
                     }
                 }
                 if !a.blobs.is_empty() {

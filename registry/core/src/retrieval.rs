@@ -253,6 +253,17 @@ pub trait VectorIndex: Send + Sync {
     fn is_empty(&self) -> CoreResult<bool> {
         Ok(self.len()? == 0)
     }
+    /// Whether every node of a shared store reaches this same index (a vector database), so
+    /// that the node taking a write is the only one to embed it: the others follow the change
+    /// log into their own text index only. `false` for an index in the node's data directory.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// How `delete` and `compact` remove the bytes, when it differs from the embedded index's
+    /// vacuumed pages: a deletion receipt carries it beside the vector index's level.
+    fn purge_method(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ impl HybridSearcher {
         };
         let vector_hits = match opts.legs {
             Legs::Both | Legs::VectorOnly => {
-                let q = self.embed_one(vector_query)?;
+                let q = self.embed_query_one(vector_query)?;
                 self.vectors.search(&q, filter, n)?
             }
             Legs::TextOnly => vec![],
@@ -212,17 +212,15 @@ impl HybridSearcher {
         Ok(hits)
     }
 
-    /// The query's embedding.
+    /// A query's embedding ([`Embedder::embed_query`]: a model trained with a query prefix gets
+    /// it, e.g. multilingual-e5's `query: `).
+    pub fn embed_query_one(&self, text: &str) -> CoreResult<Vec<f32>> {
+        one(self.embedder.embed_query(&[text])?)
+    }
+
+    /// The embedding of one text that is stored and searched (a memory): [`Embedder::embed`].
     pub fn embed_one(&self, text: &str) -> CoreResult<Vec<f32>> {
-        let mut v = self.embedder.embed(&[text])?;
-        if v.len() != 1 {
-            return Err(Error::EmbedCount {
-                want: 1,
-                got: v.len(),
-            }
-            .into());
-        }
-        Ok(v.remove(0))
+        one(self.embedder.embed(&[text])?)
     }
 
     pub fn index_asset(&self, keys: IndexKeys, text: String) -> CoreResult<()> {
@@ -271,4 +269,16 @@ impl HybridSearcher {
         self.text.delete(ids)?;
         self.vectors.delete(ids)
     }
+}
+
+/// The single vector of an embedding call for one text.
+fn one(mut v: Vec<Vec<f32>>) -> CoreResult<Vec<f32>> {
+    if v.len() != 1 {
+        return Err(Error::EmbedCount {
+            want: 1,
+            got: v.len(),
+        }
+        .into());
+    }
+    Ok(v.remove(0))
 }

@@ -37,6 +37,10 @@ pub struct Cli {
     /// the embedded SQLite database in the data directory.
     #[arg(long, global = true)]
     pub database_url: Option<String>,
+    /// The vector index: a Qdrant gRPC URL (http://host:6334) selects Qdrant (overrides
+    /// `vectors.qdrant_url`); without it, the embedded index in the data directory.
+    #[arg(long, global = true)]
+    pub qdrant_url: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -149,6 +153,12 @@ impl Cli {
                 .database_url
                 .clone()
                 .map(|url| crate::config::StoreOverrides { url: Some(url) }),
+            vectors: self
+                .qdrant_url
+                .clone()
+                .map(|url| crate::config::VectorsOverrides {
+                    qdrant_url: Some(url),
+                }),
         };
         Ok(Config::load(self.config.as_deref(), &cli)?)
     }

@@ -43,6 +43,63 @@ pub struct Config {
     pub jobs: JobsConfig,
     pub retention: RetentionConfig,
     pub store: StoreConfig,
+    pub vectors: VectorsConfig,
+}
+
+/// Where the vectors live.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VectorsConfig {
+    /// `None` (the default): the embedded index in `data_dir/vectors`, one per node.
+    /// `http://host:6334` (Qdrant's gRPC port; `https://` for TLS): a Qdrant server, which every
+    /// node of a shared store then uses as one index (`registry serve --qdrant-url`,
+    /// `REGISTRY_VECTORS__QDRANT_URL`).
+    pub qdrant_url: Option<String>,
+    /// A file holding the Qdrant API key (sent as `api-key`), so that the key stays out of the
+    /// configuration and the environment.
+    pub qdrant_api_key_file: Option<PathBuf>,
+    /// First part of the collection names (`{prefix}_{model}_{dimension}`): lets several
+    /// registries share one Qdrant. A start drops the collections other models made under it.
+    pub qdrant_collection_prefix: String,
+    /// Per request to Qdrant, and for connecting, in seconds.
+    pub qdrant_timeout_secs: u64,
+}
+
+impl Default for VectorsConfig {
+    fn default() -> Self {
+        VectorsConfig {
+            qdrant_url: None,
+            qdrant_api_key_file: None,
+            qdrant_collection_prefix: "registry".into(),
+            qdrant_timeout_secs: 30,
+        }
+    }
+}
+
+impl VectorsConfig {
+    /// The Qdrant URL, when Qdrant holds the vectors.
+    pub fn qdrant(&self) -> Option<&str> {
+        self.qdrant_url.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// The API key from `qdrant_api_key_file` (surrounding white space dropped).
+    pub fn qdrant_api_key(&self) -> Result<Option<String>, ConfigError> {
+        let Some(path) = &self.qdrant_api_key_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Invalid {
+            setting: "vectors.qdrant_api_key_file",
+            message: format!("cannot read {}: {e}", path.display()),
+        })?;
+        let key = text.trim();
+        if key.is_empty() {
+            return Err(ConfigError::Invalid {
+                setting: "vectors.qdrant_api_key_file",
+                message: format!("{} is empty", path.display()),
+            });
+        }
+        Ok(Some(key.to_string()))
+    }
 }
 
 /// Where the store lives. Blobs and the text and vector indexes stay in `data_dir` whatever the
@@ -135,6 +192,7 @@ impl Default for Config {
             jobs: JobsConfig::default(),
             retention: RetentionConfig::default(),
             store: StoreConfig::default(),
+            vectors: VectorsConfig::default(),
         }
     }
 }
@@ -152,6 +210,15 @@ pub struct CliOverrides {
     pub embed_model: Option<ModelChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreOverrides>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vectors: Option<VectorsOverrides>,
+}
+
+/// Vector index settings given on the command line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VectorsOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qdrant_url: Option<String>,
 }
 
 /// Store settings given on the command line.
@@ -189,6 +256,7 @@ const ENV_KEYS: &[&str] = &[
     "jobs",
     "retention",
     "store",
+    "vectors",
 ];
 
 impl Config {
@@ -272,6 +340,34 @@ impl Config {
             return bad(
                 "store.follow_interval_ms",
                 "the follow interval and the node timeout must be at least 1".into(),
+            );
+        }
+        if let Some(url) = self.vectors.qdrant()
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad(
+                "vectors.qdrant_url",
+                "must be an http:// or https:// URL of Qdrant's gRPC port (leave it unset for \
+                 the embedded vector index)"
+                    .into(),
+            );
+        }
+        let prefix = &self.vectors.qdrant_collection_prefix;
+        if prefix.is_empty()
+            || prefix.len() > 64
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return bad(
+                "vectors.qdrant_collection_prefix",
+                format!("{prefix:?}: 1 to 64 ASCII letters, digits, '_' or '-'"),
+            );
+        }
+        if !(1..=600).contains(&self.vectors.qdrant_timeout_secs) {
+            return bad(
+                "vectors.qdrant_timeout_secs",
+                format!("{} is outside 1..600", self.vectors.qdrant_timeout_secs),
             );
         }
         if !(1..=1024).contains(&self.mcp_max_sessions_per_key) {
@@ -391,6 +487,66 @@ mod tests {
             jail.create_file("registry.toml", "bnd = 1\n")?;
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
             assert!(e.to_string().contains("bnd"), "{e}");
+            Ok(())
+        });
+    }
+
+    #[allow(clippy::result_large_err)]
+    #[test]
+    fn qdrant_is_chosen_by_file_environment_or_flag_and_checked() {
+        figment::Jail::expect_with(|jail| {
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(
+                c.vectors.qdrant(),
+                None,
+                "the embedded index is the default"
+            );
+            jail.create_file(
+                "registry.toml",
+                "[vectors]\nqdrant_url = \"http://qdrant:6334\"\nqdrant_api_key_file = \"qk\"\n",
+            )?;
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(c.vectors.qdrant(), Some("http://qdrant:6334"));
+            let e = c.vectors.qdrant_api_key().unwrap_err();
+            assert!(e.to_string().contains("qdrant_api_key_file"), "{e}");
+            jail.create_file("qk", "  s3cret\n")?;
+            assert_eq!(
+                c.vectors.qdrant_api_key().unwrap().as_deref(),
+                Some("s3cret")
+            );
+            jail.set_env("REGISTRY_VECTORS__QDRANT_URL", "https://q.example:6334");
+            let c = Config::load(None, &CliOverrides::default()).unwrap();
+            assert_eq!(c.vectors.qdrant(), Some("https://q.example:6334"));
+            let cli = CliOverrides {
+                vectors: Some(VectorsOverrides {
+                    qdrant_url: Some("http://127.0.0.1:6334".into()),
+                }),
+                ..Default::default()
+            };
+            let c = Config::load(None, &cli).unwrap();
+            assert_eq!(c.vectors.qdrant(), Some("http://127.0.0.1:6334"));
+            for (key, value, setting) in [
+                (
+                    "REGISTRY_VECTORS__QDRANT_URL",
+                    "qdrant:6334",
+                    "vectors.qdrant_url",
+                ),
+                (
+                    "REGISTRY_VECTORS__QDRANT_COLLECTION_PREFIX",
+                    "a b",
+                    "vectors.qdrant_collection_prefix",
+                ),
+                (
+                    "REGISTRY_VECTORS__QDRANT_TIMEOUT_SECS",
+                    "0",
+                    "vectors.qdrant_timeout_secs",
+                ),
+            ] {
+                jail.set_env(key, value);
+                let e = Config::load(None, &CliOverrides::default()).unwrap_err();
+                assert!(e.to_string().contains(setting), "{setting}: {e}");
+                jail.clear_env();
+            }
             Ok(())
         });
     }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use registry_core::deadline::Deadline;
 use registry_core::principal::Principal;
+use registry_core::retrieval::{Embedder, VectorIndex};
 use registry_core::store::{BlobStore, Store};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 use registry_services::{Backends, Options, Services};
@@ -14,6 +15,7 @@ use registry_store_postgres::{PgOptions, PgStore};
 use registry_store_sqlite::{FsBlobStore, SqliteStore, StoreOptions};
 use registry_text_index::TantivyTextIndex;
 use registry_vector_index::EmbeddedVectorIndex;
+use registry_vector_qdrant::{QdrantOptions, QdrantVectorIndex};
 
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
@@ -67,6 +69,10 @@ pub enum StartError {
         found: usize,
         want: usize,
     },
+    #[error(
+        "cannot open the Qdrant vector index at {url} (setting `vectors.qdrant_url`): {message}"
+    )]
+    Qdrant { url: String, message: String },
     #[error("cannot restore the indexes from the store: {0}")]
     Recover(String),
 }
@@ -278,6 +284,37 @@ fn open_vectors(
     }
 }
 
+/// The vector index the services use, and the same index as Qdrant's when it is Qdrant.
+type OpenedVectors = (Arc<dyn VectorIndex>, Option<Arc<QdrantVectorIndex>>);
+
+/// The vector index the configuration names: Qdrant's collection for `embedder`'s model, or
+/// the embedded index in the data directory.
+fn open_vector_index(
+    config: &Config,
+    embedder: &OnnxEmbedder,
+) -> Result<OpenedVectors, StartError> {
+    let Some(url) = config.vectors.qdrant() else {
+        let embedded = open_vectors(&config.data_dir, config.embed_model)?;
+        return Ok((Arc::new(embedded), None));
+    };
+    let info = embedder.info();
+    let mut options = QdrantOptions::new(url, info.dim, info.tag());
+    options.api_key = config.vectors.qdrant_api_key()?;
+    options.collection_prefix = config.vectors.qdrant_collection_prefix.clone();
+    options.timeout = Duration::from_secs(config.vectors.qdrant_timeout_secs);
+    let q = QdrantVectorIndex::connect(options).map_err(|e| StartError::Qdrant {
+        url: url.to_string(),
+        message: e.to_string(),
+    })?;
+    tracing::info!(
+        collection = q.collection(),
+        server = q.server_version(),
+        "vectors in Qdrant"
+    );
+    let q = Arc::new(q);
+    Ok((q.clone(), Some(q)))
+}
+
 impl AppState {
     /// Opens (and migrates) everything under `config.data_dir`: the embedded backends (SQLite,
     /// blobs, tantivy, the vector index, the local model) and the services over them.
@@ -299,6 +336,14 @@ impl AppState {
             other => other?,
         };
         let text = Arc::new(text);
+        let embedder = Arc::new(OnnxEmbedder::new(EmbedderConfig {
+            model: config.embed_model,
+            model_dir: config.model_dir.clone(),
+            batch_size: config.embed_batch,
+            threads: Some(config.embed_threads),
+            ..EmbedderConfig::default()
+        })?);
+        let (vectors, qdrant) = open_vector_index(&config, &embedder)?;
         let backends = Backends {
             store,
             blobs: match shared_blobs {
@@ -306,14 +351,8 @@ impl AppState {
                 None => Arc::new(FsBlobStore::open(dir.join("blobs")).map_err(io)?),
             },
             text: text.clone(),
-            vectors: Arc::new(open_vectors(&dir, config.embed_model)?),
-            embedder: Arc::new(OnnxEmbedder::new(EmbedderConfig {
-                model: config.embed_model,
-                model_dir: config.model_dir.clone(),
-                batch_size: config.embed_batch,
-                threads: Some(config.embed_threads),
-                ..EmbedderConfig::default()
-            })?),
+            vectors,
+            embedder,
         };
         let services = Services::new(
             backends,
@@ -374,6 +413,24 @@ impl AppState {
                 Some(Follower::spawn(services.clone(), every, opts.live_within).map_err(io)?)
             }
         };
+        // An empty vector index over a store that holds memories or chunks (a new Qdrant
+        // collection after a change of model, a vector directory lost) is filled from the
+        // store before serving.
+        if services.vectors_missing().map_err(recover)? {
+            tracing::warn!("the vector index is empty: embedding everything from the store");
+            let n = services.rebuild_indexes().map_err(recover)?;
+            tracing::info!(entries = n, "filled the vector index from the store");
+        }
+        if let Some(q) = &qdrant {
+            // A purge reaches this collection only: no other model's may keep a vector.
+            let dropped = q.drop_other_models().map_err(|e| StartError::Qdrant {
+                url: config.vectors.qdrant().unwrap_or_default().to_string(),
+                message: e.to_string(),
+            })?;
+            if !dropped.is_empty() {
+                tracing::warn!(?dropped, "dropped the collections of other models");
+            }
+        }
         Ok(AppState(Arc::new(Inner {
             mcp_sessions: crate::mcp::SessionLimits::new(config.mcp_max_sessions_per_key),
             _follower: follower,

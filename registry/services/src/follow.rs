@@ -66,9 +66,14 @@ impl Services {
         let applied = c.applied()?;
         let pruned = c.pruned_through()?;
         if applied.is_none_or(|a| a < pruned) {
-            // Changes committed while rebuilding are applied again afterwards.
+            // Changes committed while rebuilding are applied again afterwards. A shared vector
+            // index holds every node's vectors already: only the text index is this node's.
             let head = c.head_seq()?;
-            let n = self.rebuild_indexes()?;
+            let n = if self.backends.vectors.shared() {
+                self.rebuild_text_index()?
+            } else {
+                self.rebuild_indexes()?
+            };
             c.report_applied(head)?;
             tracing::info!(
                 entries = n,
@@ -150,21 +155,43 @@ impl Services {
                 _ => remove.push(id.clone()),
             }
         }
+        // A shared vector index was written by the node that took each change (and had the
+        // removals applied by it): only this node's text index follows here, and nothing is
+        // embedded twice.
+        let shared = self.backends.vectors.shared();
         if !remove.is_empty() {
-            self.search.remove(&remove)?;
+            if shared {
+                self.backends.text.delete(&remove)?;
+            } else {
+                self.search.remove(&remove)?;
+            }
         }
-        let mut indexed = self.memory.reindex(&memories)?;
+        let mut indexed = if shared {
+            self.memory.reindex_text(&memories)?
+        } else {
+            self.memory.reindex(&memories)?
+        };
         if !chunks.is_empty() {
-            indexed += self.knowledge.reindex_only(Some(chunks))?;
+            indexed += if shared {
+                self.knowledge.reindex_text_only(chunks)?
+            } else {
+                self.knowledge.reindex_only(Some(chunks))?
+            };
         }
         if skills {
-            indexed += self.skills.reindex()?;
+            indexed += if shared {
+                self.skills.reindex_text()?
+            } else {
+                self.skills.reindex()?
+            };
         }
         self.backends.text.flush()?;
         if purged {
             // No segment or page of this node's indexes may keep what was purged.
             self.backends.text.compact()?;
-            self.backends.vectors.compact()?;
+            if !shared {
+                self.backends.vectors.compact()?;
+            }
         }
         Ok((indexed, remove.len()))
     }

@@ -6,7 +6,7 @@
 //! receipts).
 
 use chrono::{DateTime, Utc};
-use registry_core::asset::AssetKind;
+use registry_core::asset::{AssetKind, AssetStatus};
 use registry_core::deletion::DeletionLevel;
 use registry_core::store::AssetQuery;
 use serde::{Deserialize, Serialize};
@@ -155,6 +155,29 @@ impl Services {
             .vectors
             .ids_not_made_by(&b.embedder.info().tag(), 1)?
             .is_empty())
+    }
+
+    /// Whether the vector index is empty while the store holds a memory or chunk it should
+    /// index (a new Qdrant collection after a change of model, a vector directory lost): the
+    /// server then fills it from the store ([`Self::rebuild_indexes`]) before serving.
+    pub fn vectors_missing(&self) -> Result<bool> {
+        let b = &self.backends;
+        if !b.vectors.is_empty()? {
+            return Ok(false);
+        }
+        for kind in [AssetKind::Memory, AssetKind::Chunk] {
+            let any = b.store.find(&AssetQuery {
+                kind: Some(kind),
+                statuses: Some(vec![AssetStatus::Active, AssetStatus::Confirmed]),
+                heads_only: true,
+                limit: Some(1),
+                ..Default::default()
+            })?;
+            if !any.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Re-embeds every entry whose vector another model made (the model tag is stored beside

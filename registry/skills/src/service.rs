@@ -195,6 +195,11 @@ impl SkillsService {
         reindex(self)
     }
 
+    /// Re-writes the discover entries of the text index only (see [`reindex_with`]).
+    pub fn reindex_text(&self) -> Result<usize> {
+        reindex_with(self, false)
+    }
+
     pub fn current_index_docs(&self) -> Result<Vec<TextDoc>> {
         current_index_docs(self)
     }
@@ -1581,6 +1586,12 @@ pub(crate) fn discover(
 /// Rebuilds the discover index from the stored release pointers (after a crash between a commit
 /// and its index write, or a lost index directory).
 pub(crate) fn reindex(s: &SkillsService) -> Result<usize> {
+    reindex_with(s, true)
+}
+
+/// Like [`reindex`] with `embed`; without it, only the text index is written (a node following
+/// a shared vector index, which the writing node filled).
+pub(crate) fn reindex_with(s: &SkillsService, embed: bool) -> Result<usize> {
     let recs = s.store.find(&AssetQuery {
         kind: Some(AssetKind::SkillVersion),
         heads_only: true,
@@ -1603,10 +1614,16 @@ pub(crate) fn reindex(s: &SkillsService) -> Result<usize> {
         }
     }
     for chunk in docs.chunks(256) {
-        upsert_docs(s, chunk)?;
+        if embed {
+            upsert_docs(s, chunk)?;
+        } else {
+            s.text.upsert(chunk)?;
+        }
     }
     s.text.delete(&gone)?;
-    s.vectors.delete(&gone)?;
+    if embed {
+        s.vectors.delete(&gone)?;
+    }
     Ok(docs.len())
 }
 

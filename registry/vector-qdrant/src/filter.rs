@@ -74,6 +74,24 @@ pub fn collection_name(prefix: &str, model_tag: &str, dim: usize) -> String {
     format!("{prefix}_{model}_{dim}")
 }
 
+/// Whether `name` is a collection [`collection_name`] makes under `prefix`, for any model: the
+/// model slug holds no `_`, so another prefix that merely starts with this one (`registry_x`)
+/// never matches.
+pub fn is_collection_of(prefix: &str, name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('_')) else {
+        return false;
+    };
+    let Some((model, dim)) = rest.rsplit_once('_') else {
+        return false;
+    };
+    !model.is_empty()
+        && model
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !dim.is_empty()
+        && dim.chars().all(|c| c.is_ascii_digit())
+}
+
 fn strings(v: &[String]) -> Value {
     Value::from(
         v.iter()
@@ -160,6 +178,30 @@ mod tests {
     use registry_core::principal::Principal;
 
     use super::*;
+
+    #[test]
+    fn only_this_prefixs_collections_of_other_models_are_recognised() {
+        let mine = collection_name("registry", "all-MiniLM-L6-v2@0123456789abcdef", 384);
+        let other = collection_name("registry", "multilingual-e5-small@fedcba9876543210", 384);
+        assert!(is_collection_of("registry", &mine));
+        assert!(is_collection_of("registry", &other));
+        // Another registry whose prefix starts with this one, and names that are not ours.
+        let longer = collection_name("registry_x", "all-MiniLM-L6-v2@0123456789abcdef", 384);
+        assert!(!is_collection_of("registry", &longer));
+        assert!(is_collection_of("registry_x", &longer));
+        for name in [
+            "registry",
+            "registry_",
+            "registry__384",
+            "registry_m_",
+            "registry_M_384",
+            "registryx_m_384",
+            "other_m_384",
+            "registry_m_384x",
+        ] {
+            assert!(!is_collection_of("registry", name), "{name}");
+        }
+    }
 
     /// The payload value of `field` as the list of strings a keyword match compares against (a
     /// single keyword is a list of one).

@@ -103,6 +103,7 @@ impl QdrantOptions {
 /// scores a point outside it.
 pub struct QdrantVectorIndex {
     client: Qdrant,
+    prefix: String,
     collection: String,
     dim: usize,
     exact: bool,
@@ -197,6 +198,7 @@ impl QdrantVectorIndex {
             .build()?;
         let mut ix = QdrantVectorIndex {
             client,
+            prefix: options.collection_prefix.clone(),
             collection: options.collection(),
             dim: options.dim,
             exact: options.exact,
@@ -284,6 +286,24 @@ impl QdrantVectorIndex {
     pub fn drop_collection(self) -> Result<()> {
         self.block_on(self.client.delete_collection(&self.collection))?;
         Ok(())
+    }
+
+    /// Deletes the collections other models made under this index's prefix (see
+    /// [`filter::is_collection_of`]) and names them: after a change of model has been
+    /// re-embedded into this index's collection, a purge reaches only this one, so no other may
+    /// keep a vector of what it purged.
+    pub fn drop_other_models(&self) -> Result<Vec<String>> {
+        let names: Vec<String> = self
+            .block_on(self.client.list_collections())?
+            .collections
+            .into_iter()
+            .map(|c| c.name)
+            .filter(|n| *n != self.collection && filter::is_collection_of(&self.prefix, n))
+            .collect();
+        for n in &names {
+            self.block_on(self.client.delete_collection(n.as_str()))?;
+        }
+        Ok(names)
     }
 
     /// The collection this index reads and writes.
@@ -550,6 +570,17 @@ impl VectorIndex for QdrantVectorIndex {
 
     fn len(&self) -> CoreResult<u64> {
         Ok(self.count()?)
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    fn purge_method(&self) -> Option<&'static str> {
+        Some(
+            "Qdrant: points deleted (waited for), then the collection's optimizers triggered; \
+             a deleted point's bytes leave a segment when the optimizer rewrites it",
+        )
     }
 }
 
