@@ -18,6 +18,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
 
+use multiversion::multiversion;
 use parking_lot::{Mutex, RwLock};
 use registry_core::asset::{AssetId, AssetKind};
 use registry_core::retrieval::{IndexKeys, ScoredId, VectorEntry, VectorIndex, VisibilityFilter};
@@ -54,8 +55,13 @@ impl From<Error> for CoreError {
 }
 
 /// Dot product in chunks of eight lanes, so LLVM keeps eight independent accumulators in SIMD
-/// registers instead of one serial dependency chain.
-#[inline]
+/// registers instead of one serial dependency chain; compiled for the wider vector units too and
+/// chosen at run time by what the CPU has.
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0.0f32; 8];
@@ -99,7 +105,13 @@ fn quantise(v: &[f32], out: &mut Vec<i8>) -> f32 {
     scale
 }
 
-/// Integer dot product of two int8 rows (widened so the compiler can use multiply-add).
+/// Integer dot product of two int8 rows (widened so the compiler can use multiply-add), built
+/// for the same targets as [`dot`].
+#[multiversion(targets(
+    "x86_64+avx512f+avx512bw+avx512vl+avx2+fma",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
 pub fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     debug_assert_eq!(a.len(), b.len());
     let mut acc = [0i32; 16];
