@@ -193,17 +193,28 @@ impl HybridSearcher {
             return Ok(vec![]);
         }
         let n = opts.candidates_per_leg.max(opts.k);
-        let text_hits = match opts.legs {
-            Legs::Both | Legs::TextOnly => self.text.search(text_query, filter, n)?,
-            Legs::VectorOnly => vec![],
-        };
-        let vector_hits = match opts.legs {
-            Legs::Both | Legs::VectorOnly => {
-                let q = self.embed_query_one(vector_query)?;
-                self.vectors.search(&q, filter, n)?
-            }
-            Legs::TextOnly => vec![],
-        };
+        // The two legs are independent: the text leg runs on a thread of its own while this
+        // one embeds the query and scans the vectors (the two together cost about as much).
+        let (text_hits, vector_hits) = std::thread::scope(|s| {
+            let text = match opts.legs {
+                Legs::Both | Legs::TextOnly => {
+                    Some(s.spawn(|| self.text.search(text_query, filter, n)))
+                }
+                Legs::VectorOnly => None,
+            };
+            let vectors = match opts.legs {
+                Legs::Both | Legs::VectorOnly => self
+                    .embed_query_one(vector_query)
+                    .and_then(|q| self.vectors.search(&q, filter, n)),
+                Legs::TextOnly => Ok(vec![]),
+            };
+            let text = match text {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                None => Ok(vec![]),
+            };
+            (text, vectors)
+        });
+        let (text_hits, vector_hits) = (text_hits?, vector_hits?);
         let mut hits = match opts.fusion {
             Fusion::Rrf { k } => rrf_fuse(&text_hits, &vector_hits, k),
             Fusion::Convex { alpha } => convex_fuse(&text_hits, &vector_hits, alpha),

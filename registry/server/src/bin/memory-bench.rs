@@ -340,7 +340,7 @@ fn search_bench(svc: &MemoryService, ann: &Principal) -> anyhow::Result<()> {
         hits += res.hits.len();
     }
     println!(
-        "search (k=10, 50 candidates per leg, mixed-signal rerank, as acme/ann): n={n_search} p50={:.1} ms p95={:.1} ms mean hits={:.1}",
+        "search (k=10, the service's candidate pools, mixed-signal rerank, as acme/ann): n={n_search} p50={:.1} ms p95={:.1} ms mean hits={:.1}",
         pct(&mut lat, 0.5),
         pct(&mut lat, 0.95),
         hits as f64 / n_search as f64
