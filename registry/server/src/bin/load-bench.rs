@@ -1,0 +1,220 @@
+//! Load benchmark: concurrent clients against one registry over HTTP, a mix of memory searches
+//! and writes, as several agents of one team would send them. Prints figures; asserts nothing.
+//!
+//! `load-bench [--memories N] [--clients LIST] [--seconds S] [--write-share F]`
+//! (defaults 300, `1,4,16`, 10, 0.2).
+//!
+//! Serves the registry in-process on a loopback port over a fresh directory under the system's
+//! temporary directory, removed at the end (the embedded default, jobs off), writes `N`
+//! distinct facts through the gate (an id, a place and a worker each), then, for each client count in `LIST`, runs that many client threads for `S`
+//! seconds. Each request is a write of a new fact with probability `F` and otherwise a search
+//! for one of the facts written (k 5), on a fresh connection, as `cluster-bench` sends them.
+//! Reports per client count the requests per second, their p50/p95 latency, errors, and the
+//! throughput and p95 against one client's.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rand::{Rng, SeedableRng};
+use registry_server::bench::{http, pct, start_server};
+use registry_server::cli::{CreateKey, create_key};
+use registry_server::config::Config;
+use serde_json::json;
+
+struct Options {
+    memories: usize,
+    clients: Vec<usize>,
+    seconds: u64,
+    write_share: f64,
+}
+
+fn parse_args() -> anyhow::Result<Options> {
+    let mut o = Options {
+        memories: 300,
+        clients: vec![1, 4, 16],
+        seconds: 10,
+        write_share: 0.2,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--memories" => o.memories = value()?.parse()?,
+            "--clients" => {
+                o.clients = value()?
+                    .split(',')
+                    .map(|c| c.trim().parse())
+                    .collect::<Result<_, _>>()?
+            }
+            "--seconds" => o.seconds = value()?.parse()?,
+            "--write-share" => o.write_share = value()?.parse()?,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    if o.clients.is_empty() || o.clients.contains(&0) || o.memories == 0 {
+        bail!("--clients needs counts above 0 and --memories at least 1");
+    }
+    if !(0.0..=1.0).contains(&o.write_share) {
+        bail!("--write-share is a fraction within 0..1");
+    }
+    Ok(o)
+}
+
+const PLACES: &[&str] = &[
+    "dock", "gate", "bay", "shelf", "locker", "platform", "hangar", "ramp",
+];
+const WORKERS: &[&str] = &[
+    "Ann", "Bob", "Chen Wei", "Dana", "Emil", "Farah", "Goran", "Hiro",
+];
+
+/// The `i`th fact and the question that asks for it: distinct by the parcel id.
+fn fact(i: usize) -> (String, String) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
+    let id: String = (0..10)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect();
+    let place = PLACES[i % PLACES.len()];
+    let worker = WORKERS[(i / PLACES.len()) % WORKERS.len()];
+    (
+        format!(
+            "{worker} noted that parcel {id} goes to {place} {} on the {} shift",
+            i % 97,
+            ["morning", "evening", "night"][i % 3]
+        ),
+        format!("where does parcel {id} go"),
+    )
+}
+
+fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<()> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories",
+        key,
+        &json!({"class": "episodic", "content": text}),
+    )?;
+    if !(s == 200 || s == 201) {
+        bail!("write answered {s}: {v}");
+    }
+    Ok(())
+}
+
+fn search(addr: SocketAddr, key: &str, query: &str) -> anyhow::Result<()> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories/search",
+        key,
+        &json!({"query": query, "k": 5}),
+    )?;
+    if s != 200 {
+        bail!("search answered {s}: {v}");
+    }
+    Ok(())
+}
+
+struct Round {
+    clients: usize,
+    requests: usize,
+    errors: usize,
+    per_second: f64,
+    p50: f64,
+    p95: f64,
+}
+
+fn round(addr: SocketAddr, key: &str, clients: usize, o: &Options, next: &AtomicUsize) -> Round {
+    let latencies = Mutex::new(Vec::<f64>::new());
+    let errors = AtomicUsize::new(0);
+    let start = Instant::now();
+    let until = start + Duration::from_secs(o.seconds);
+    std::thread::scope(|s| {
+        for c in 0..clients {
+            let (latencies, errors) = (&latencies, &errors);
+            s.spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(1_000 + c as u64);
+                let mut mine = vec![];
+                while Instant::now() < until {
+                    let t = Instant::now();
+                    let outcome = if rng.random_bool(o.write_share) {
+                        write(addr, key, &fact(next.fetch_add(1, Ordering::SeqCst)).0)
+                    } else {
+                        let i = rng.random_range(0..o.memories);
+                        search(addr, key, &fact(i).1)
+                    };
+                    mine.push(t.elapsed().as_secs_f64() * 1e3);
+                    if let Err(e) = outcome
+                        && errors.fetch_add(1, Ordering::SeqCst) < 3
+                    {
+                        eprintln!("load-bench: {e:#}");
+                    }
+                }
+                latencies.lock().expect("latencies").extend(mine);
+            });
+        }
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let mut l = latencies.into_inner().expect("latencies");
+    Round {
+        clients,
+        requests: l.len(),
+        errors: errors.into_inner(),
+        per_second: l.len() as f64 / elapsed,
+        p50: pct(&mut l, 0.50),
+        p95: pct(&mut l, 0.95),
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let o = parse_args()?;
+    let dir = std::env::temp_dir().join(format!("load-bench-{}", std::process::id()));
+    let mut config = Config {
+        data_dir: dir.join("data"),
+        ..Config::default()
+    };
+    config.jobs.enabled = false;
+    let (state, addr) = start_server(config)?;
+    let (_, key) = create_key(
+        state.services.backends.store.as_ref(),
+        &CreateKey {
+            tenant: Some("bench".into()),
+            user: "ann".into(),
+            roles: vec!["writer".into()],
+            ..Default::default()
+        },
+    )?;
+    let t = Instant::now();
+    for i in 0..o.memories {
+        write(addr, &key, &fact(i).0)?;
+    }
+    println!(
+        "load-bench: {} memories written in {:.1} s; {:.0}% writes, {} s per round, {} cores",
+        o.memories,
+        t.elapsed().as_secs_f64(),
+        o.write_share * 100.0,
+        o.seconds,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let next = AtomicUsize::new(o.memories);
+    let mut first: Option<(f64, f64)> = None;
+    for &c in &o.clients {
+        let r = round(addr, &key, c, &o, &next);
+        let (base_rps, base_p95) = *first.get_or_insert((r.per_second, r.p95));
+        println!(
+            "clients {:>3}  requests {:>6}  {:>7.1} req/s ({:.2}x)  p50 {:>7.1} ms  p95 {:>7.1} ms ({:.2}x)  errors {}",
+            r.clients,
+            r.requests,
+            r.per_second,
+            r.per_second / base_rps,
+            r.p50,
+            r.p95,
+            r.p95 / base_p95,
+            r.errors
+        );
+    }
+    drop(state);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
