@@ -214,7 +214,14 @@ pub struct OnnxEmbedder {
     counter: Tokenizer,
     sessions: Vec<Mutex<TextEmbedding>>,
     next: AtomicUsize,
+    /// Vectors of recent search queries: agents ask the same thing again (a context pack per
+    /// turn, a retriever per step), and a query's vector is most of a small search's cost.
+    /// Bounded; process memory only.
+    queries: Mutex<lru::LruCache<String, Vec<f32>>>,
 }
+
+/// Query vectors [`OnnxEmbedder`] keeps (about 1.5 KiB each at 384 dimensions).
+pub const QUERY_CACHE_ENTRIES: usize = 4096;
 
 /// The embedder under its name from when it ran all-MiniLM-L6-v2 only.
 pub type MiniLmEmbedder = OnnxEmbedder;
@@ -296,9 +303,13 @@ impl OnnxEmbedder {
             PoolingKind::Cls => Pooling::Cls,
         };
         let model = UserDefinedEmbeddingModel::new(onnx, tokenizer_files).with_pooling(pooling);
+        // ONNX Runtime's intra-op threads spin after each run, waiting for the next one; in a
+        // server that shares its cores with the index scans and other requests, they sleep.
         let mut options = InitOptionsUserDefined::new()
             .with_environment(environment)
-            .with_max_length(config.max_length);
+            .with_max_length(config.max_length)
+            .with_session_config("session.intra_op.allow_spinning", "0")
+            .with_session_config("session.inter_op.allow_spinning", "0");
         if let Some(threads) = config.threads {
             options = options.with_intra_threads(threads);
         }
@@ -327,6 +338,9 @@ impl OnnxEmbedder {
             counter,
             sessions,
             next: AtomicUsize::new(0),
+            queries: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(QUERY_CACHE_ENTRIES).expect("not zero"),
+            )),
         })
     }
 
@@ -362,8 +376,34 @@ impl OnnxEmbedder {
 
     /// Unit-length vectors for search queries (the query prefix applied), comparable with
     /// [`Self::embed_texts`]'s. Same window rule.
+    /// A query asked recently is answered from a cache (the same vector the model gives).
     pub fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        self.embed_prefixed(self.spec.query_prefix, texts)
+        let lock = || self.queries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<Option<Vec<f32>>> = {
+            let mut cache = lock();
+            texts.iter().map(|t| cache.get(*t).cloned()).collect()
+        };
+        let missing: Vec<&str> = texts
+            .iter()
+            .zip(&out)
+            .filter(|(_, v)| v.is_none())
+            .map(|(t, _)| *t)
+            .collect();
+        if !missing.is_empty() {
+            let computed = self.embed_prefixed(self.spec.query_prefix, &missing)?;
+            let mut cache = lock();
+            let mut computed = computed.into_iter();
+            for (t, slot) in texts.iter().zip(out.iter_mut()) {
+                if slot.is_none() {
+                    let v = computed.next().ok_or(EmbedError::Config(
+                        "the model answered fewer vectors than texts".into(),
+                    ))?;
+                    cache.put((*t).to_string(), v.clone());
+                    *slot = Some(v);
+                }
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
     }
 
     fn embed_prefixed(&self, prefix: &str, texts: &[&str]) -> Result<Vec<Vec<f32>>> {

@@ -528,3 +528,35 @@ fn e5_splits_chinese_without_spaces() {
         assert!(e.count_tokens(&blob[s..end]).unwrap() <= 256);
     }
 }
+
+#[test]
+fn repeated_queries_come_from_the_cache_in_order_and_agree_with_the_model() {
+    let Some(e) = embedder() else { return };
+    // MiniLM has no prefixes, so a query's vector is the stored-text vector of the same text.
+    let texts = [
+        "which dock does parcel 4f1c go to",
+        "who restarted the staging cluster",
+        "the VPN certificate expiry date",
+    ];
+    let model: Vec<Vec<f32>> = texts
+        .iter()
+        .map(|t| e.embed_texts(&[t]).unwrap().remove(0))
+        .collect();
+    let first = e.embed_queries(&[texts[0], texts[1]]).unwrap();
+    // Hits and a miss mixed in one call, a text twice: every answer in its place.
+    let again = e
+        .embed_queries(&[texts[1], texts[2], texts[0], texts[1]])
+        .unwrap();
+    assert_eq!(again.len(), 4);
+    assert_eq!(again[0], first[1], "a cached vector is the one computed");
+    assert_eq!(again[2], first[0]);
+    assert_eq!(again[3], first[1]);
+    for (got, want) in [
+        (&again[0], &model[1]),
+        (&again[1], &model[2]),
+        (&again[2], &model[0]),
+    ] {
+        let cos = dot(got, want);
+        assert!(cos > 0.9999, "cos {cos}");
+    }
+}
