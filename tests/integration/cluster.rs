@@ -327,6 +327,9 @@ impl VectorIndex for SharedVectors {
     fn ids_not_made_by(&self, tag: &str, limit: usize) -> CoreResult<Vec<AssetId>> {
         VectorIndex::ids_not_made_by(&*self.0, tag, limit)
     }
+    fn missing(&self, ids: &[AssetId]) -> CoreResult<Vec<AssetId>> {
+        VectorIndex::missing(&*self.0, ids)
+    }
     fn len(&self) -> CoreResult<u64> {
         VectorIndex::len(&*self.0)
     }

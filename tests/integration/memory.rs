@@ -966,6 +966,43 @@ fn a_lost_vector_index_is_filled_from_the_store_before_serving() {
 }
 
 #[test]
+fn a_vector_lost_after_its_store_commit_is_embedded_again_by_the_reindex_job() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let (s, w) = call(app.post(
+        &ann,
+        "/v1/memories",
+        &json!({"class": "semantic", "content": "The spare key to the garden shed hangs behind the boiler"}),
+    ));
+    assert!(s == 200 || s == 201, "{w}");
+    let id = w["id"].as_str().unwrap().to_string();
+    let semantic = || {
+        let (s, r) = call(app.post(
+            &ann,
+            "/v1/memories/search",
+            &json!({"query": "where is the extra shed key kept?"}),
+        ));
+        assert_eq!(s, 200, "{r}");
+        assert_eq!(r["hits"][0]["memory"]["id"], id.as_str(), "{r}");
+        r["hits"][0]["breakdown"]["semantic"].as_f64().unwrap()
+    };
+    assert!(semantic() > 0.3);
+    // As if the vector write had failed after the store committed the memory.
+    let services = &app.state.services;
+    services
+        .backends
+        .vectors
+        .delete(std::slice::from_ref(&id))
+        .unwrap();
+    assert_eq!(semantic(), 0.0, "found by its words only");
+    let report = services.run_job("reindex").unwrap();
+    assert_eq!(report.counts["missing_memories"], 1, "{:?}", report.counts);
+    assert!(semantic() > 0.3, "its vector is back");
+    let again = services.run_job("reindex").unwrap();
+    assert_eq!(again.counts["missing_memories"], 0, "{:?}", again.counts);
+}
+
+#[test]
 fn a_batch_runs_every_item_through_the_gate_in_order_and_retries_store_once() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);

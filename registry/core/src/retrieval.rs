@@ -249,6 +249,9 @@ pub trait VectorIndex: Send + Sync {
     fn relabel(&self, keys: &[IndexKeys]) -> CoreResult<usize>;
     /// Ids whose vectors were made by a model other than `model_tag` (for re-embedding).
     fn ids_not_made_by(&self, model_tag: &str, limit: usize) -> CoreResult<Vec<AssetId>>;
+    /// The ids among `ids` that have no vector here (an index write that failed after its store
+    /// commit, say): the reindex job embeds them again.
+    fn missing(&self, ids: &[AssetId]) -> CoreResult<Vec<AssetId>>;
     fn len(&self) -> CoreResult<u64>;
     fn is_empty(&self) -> CoreResult<bool> {
         Ok(self.len()? == 0)

@@ -228,13 +228,66 @@ impl Services {
                 break;
             }
         }
+        let (missing_memories, missing_chunks) = self.embed_missing_vectors()?;
         Ok(serde_json::json!({
             "model": tag,
             "memories": memories,
             "chunks": chunks,
             "skills": skills,
             "dropped_unservable": other,
+            "missing_memories": missing_memories,
+            "missing_chunks": missing_chunks,
         }))
+    }
+
+    /// Embeds the servable memories and chunks that have no vector (an index write that failed
+    /// after its store commit, or a shared index that missed one): the store is walked in pages
+    /// of 1,000 and the index asked which of each page it lacks. Returns the counts embedded.
+    fn embed_missing_vectors(&self) -> Result<(usize, usize)> {
+        let b = &self.backends;
+        let mut counts = (0, 0);
+        for kind in [AssetKind::Memory, AssetKind::Chunk] {
+            let mut after = None;
+            loop {
+                let page = b.store.find(&AssetQuery {
+                    kind: Some(kind),
+                    statuses: Some(vec![
+                        AssetStatus::Active,
+                        AssetStatus::Confirmed,
+                        AssetStatus::Deprecated,
+                    ]),
+                    heads_only: true,
+                    after: after.clone(),
+                    limit: Some(1000),
+                    ..Default::default()
+                })?;
+                let Some(last) = page.last() else { break };
+                after = Some((
+                    last.meta.created_at,
+                    last.meta.id.clone(),
+                    last.meta.version,
+                ));
+                let ids: Vec<String> = page.iter().map(|r| r.meta.id.clone()).collect();
+                let missing = b.vectors.missing(&ids)?;
+                if !missing.is_empty() {
+                    match kind {
+                        AssetKind::Memory => {
+                            let recs: Vec<_> = page
+                                .iter()
+                                .filter(|r| missing.contains(&r.meta.id))
+                                .cloned()
+                                .collect();
+                            counts.0 += self.memory.reindex(&recs)?;
+                        }
+                        _ => counts.1 += self.knowledge.reindex_only(Some(missing))?,
+                    }
+                }
+                if page.len() < 1000 {
+                    break;
+                }
+            }
+        }
+        Ok(counts)
     }
 
     /// Finishes every deletion a crash interrupted (each receipt resumes from its last stage).

@@ -682,6 +682,15 @@ impl VectorIndex for EmbeddedVectorIndex {
         Ok(self.stale_ids(model_tag, limit)?)
     }
 
+    fn missing(&self, ids: &[AssetId]) -> CoreResult<Vec<AssetId>> {
+        let mem = self.mem.read();
+        Ok(ids
+            .iter()
+            .filter(|id| !mem.slots.contains_key(*id))
+            .cloned()
+            .collect())
+    }
+
     fn relabel(&self, keys: &[IndexKeys]) -> CoreResult<usize> {
         Ok(EmbeddedVectorIndex::relabel(self, keys)?)
     }

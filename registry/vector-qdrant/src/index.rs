@@ -430,6 +430,38 @@ impl QdrantVectorIndex {
     /// Sets the governance keys of the points that exist, leaving vectors and model tags as
     /// they are. Each update selects its point by a filter (`has_id`), so a point deleted
     /// meanwhile is skipped instead of failing the batch.
+    /// The ids among `ids` that have no point in the collection.
+    fn absent(&self, ids: &[AssetId]) -> Result<Vec<AssetId>> {
+        self.block_on(async {
+            let mut out = vec![];
+            for chunk in ids.chunks(BATCH) {
+                let found = self
+                    .client
+                    .get_points(
+                        GetPointsBuilder::new(
+                            &self.collection,
+                            chunk
+                                .iter()
+                                .map(|id| PointId::from(filter::point_id(id)))
+                                .collect::<Vec<_>>(),
+                        )
+                        .with_payload(PayloadIncludeSelector {
+                            fields: vec![ASSET_ID.to_string()],
+                        })
+                        .with_vectors(false),
+                    )
+                    .await?
+                    .result;
+                let mut present = Vec::with_capacity(found.len());
+                for p in &found {
+                    present.push(asset_id_of(&p.payload)?);
+                }
+                out.extend(chunk.iter().filter(|id| !present.contains(*id)).cloned());
+            }
+            Ok(out)
+        })
+    }
+
     fn relabel_keys(&self, keys: &[IndexKeys]) -> Result<usize> {
         self.block_on(async {
             let mut done = 0;
@@ -566,6 +598,10 @@ impl VectorIndex for QdrantVectorIndex {
 
     fn ids_not_made_by(&self, model_tag: &str, limit: usize) -> CoreResult<Vec<AssetId>> {
         Ok(self.stale_ids(model_tag, limit)?)
+    }
+
+    fn missing(&self, ids: &[AssetId]) -> CoreResult<Vec<AssetId>> {
+        Ok(self.absent(ids)?)
     }
 
     fn len(&self) -> CoreResult<u64> {
