@@ -145,6 +145,9 @@ pub struct EmbedderConfig {
     pub max_length: usize,
     /// Independent sessions, so that this many `embed` calls can run at once.
     pub sessions: usize,
+    /// Query vectors kept for repeated queries (see [`OnnxEmbedder::embed_queries`]); 0 keeps
+    /// none (a bench that times the model asks it of every query).
+    pub query_cache: usize,
 }
 
 impl Default for EmbedderConfig {
@@ -156,6 +159,7 @@ impl Default for EmbedderConfig {
             threads: None,
             max_length: DEFAULT_MAX_LENGTH,
             sessions: 1,
+            query_cache: QUERY_CACHE_ENTRIES,
         }
     }
 }
@@ -216,11 +220,11 @@ pub struct OnnxEmbedder {
     next: AtomicUsize,
     /// Vectors of recent search queries: agents ask the same thing again (a context pack per
     /// turn, a retriever per step), and a query's vector is most of a small search's cost.
-    /// Bounded; process memory only.
-    queries: Mutex<lru::LruCache<String, Vec<f32>>>,
+    /// Bounded ([`EmbedderConfig::query_cache`]; `None` when 0); process memory only.
+    queries: Option<Mutex<lru::LruCache<String, Vec<f32>>>>,
 }
 
-/// Query vectors [`OnnxEmbedder`] keeps (about 1.5 KiB each at 384 dimensions).
+/// Query vectors [`OnnxEmbedder`] keeps by default (about 1.5 KiB each at 384 dimensions).
 pub const QUERY_CACHE_ENTRIES: usize = 4096;
 
 /// The embedder under its name from when it ran all-MiniLM-L6-v2 only.
@@ -338,9 +342,8 @@ impl OnnxEmbedder {
             counter,
             sessions,
             next: AtomicUsize::new(0),
-            queries: Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(QUERY_CACHE_ENTRIES).expect("not zero"),
-            )),
+            queries: std::num::NonZeroUsize::new(config.query_cache)
+                .map(|n| Mutex::new(lru::LruCache::new(n))),
         })
     }
 
@@ -378,7 +381,10 @@ impl OnnxEmbedder {
     /// [`Self::embed_texts`]'s. Same window rule.
     /// A query asked recently is answered from a cache (the same vector the model gives).
     pub fn embed_queries(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        let lock = || self.queries.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(queries) = &self.queries else {
+            return self.embed_prefixed(self.spec.query_prefix, texts);
+        };
+        let lock = || queries.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out: Vec<Option<Vec<f32>>> = {
             let mut cache = lock();
             texts.iter().map(|t| cache.get(*t).cloned()).collect()

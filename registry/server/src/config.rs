@@ -24,6 +24,9 @@ pub struct Config {
     pub embed_threads: usize,
     /// Texts per embedding batch.
     pub embed_batch: usize,
+    /// Vectors of recent distinct search queries kept in memory, so that a repeated query skips
+    /// the model; 0 keeps none.
+    pub embed_query_cache: usize,
     /// Which pinned embedding model embeds memories, chunks and skill descriptions (env
     /// `REGISTRY_EMBED_MODEL`, flag `--embed-model`). The vector index takes the model's
     /// dimension. Changing it on a data directory re-embeds, at the next start and before
@@ -184,6 +187,7 @@ impl Default for Config {
             model_dir: None,
             embed_threads: 2,
             embed_batch: 32,
+            embed_query_cache: registry_embed::QUERY_CACHE_ENTRIES,
             embed_model: ModelChoice::default(),
             request_timeout_secs: 60,
             mcp_allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
@@ -248,6 +252,7 @@ const ENV_KEYS: &[&str] = &[
     "model_dir",
     "embed_threads",
     "embed_batch",
+    "embed_query_cache",
     "embed_model",
     "request_timeout_secs",
     "mcp_allowed_hosts",
@@ -317,6 +322,12 @@ impl Config {
             return bad(
                 "embed_batch",
                 format!("{} is outside 1..1024", self.embed_batch),
+            );
+        }
+        if self.embed_query_cache > 1_000_000 {
+            return bad(
+                "embed_query_cache",
+                format!("{} is above 1000000", self.embed_query_cache),
             );
         }
         if self.request_timeout_secs == 0 {

@@ -341,6 +341,7 @@ impl AppState {
             model_dir: config.model_dir.clone(),
             batch_size: config.embed_batch,
             threads: Some(config.embed_threads),
+            query_cache: config.embed_query_cache,
             ..EmbedderConfig::default()
         })?);
         let (vectors, qdrant) = open_vector_index(&config, &embedder)?;

@@ -125,6 +125,8 @@ fn main() -> anyhow::Result<()> {
     let config = Config {
         data_dir: data_dir.clone(),
         embed_threads: threads,
+        // Every mode asks the same queries: each must embed them, as a first query would.
+        embed_query_cache: 0,
         ..Config::default()
     };
     let state = AppState::open(config)?;
