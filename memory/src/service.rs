@@ -912,19 +912,7 @@ impl MemoryService {
             heads_only: true,
             ..Default::default()
         })?;
-        let docs: Vec<TextDoc> = recs
-            .iter()
-            .filter_map(|r| {
-                MemoryBody::from_record(r).map(|b| TextDoc {
-                    keys: index_keys(r, &b),
-                    text: b.index_text(),
-                })
-            })
-            .collect();
-        for chunk in docs.chunks(1000) {
-            self.search.text.upsert(chunk)?;
-        }
-        Ok(docs.len())
+        self.reindex_text(&recs)
     }
 
     /// Writes the text entries of servable records, leaving their vectors alone (a node

@@ -102,3 +102,28 @@ pub fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
+
+const PLACES: &[&str] = &[
+    "dock", "gate", "bay", "shelf", "locker", "platform", "hangar", "ramp",
+];
+const WORKERS: &[&str] = &[
+    "Ann", "Bob", "Chen Wei", "Dana", "Emil", "Farah", "Goran", "Hiro",
+];
+
+/// The `i`th of a series of distinct facts (a parcel id drawn from `rng`, a place and a
+/// worker), and the question that asks for it.
+pub fn fact(rng: &mut impl rand::Rng, i: usize) -> (String, String) {
+    let id: String = (0..10)
+        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
+        .collect();
+    let place = PLACES[i % PLACES.len()];
+    let worker = WORKERS[(i / PLACES.len()) % WORKERS.len()];
+    (
+        format!(
+            "{worker} noted that parcel {id} goes to {place} {} on the {} shift",
+            i % 97,
+            ["morning", "evening", "night"][i % 3]
+        ),
+        format!("where does parcel {id} go"),
+    )
+}

@@ -430,32 +430,32 @@ impl QdrantVectorIndex {
     /// Sets the governance keys of the points that exist, leaving vectors and model tags as
     /// they are. Each update selects its point by a filter (`has_id`), so a point deleted
     /// meanwhile is skipped instead of failing the batch.
+    /// The asset ids among `ids` (at most [`BATCH`]) that have a point in the collection.
+    async fn present(&self, ids: impl Iterator<Item = &AssetId>) -> Result<Vec<AssetId>> {
+        let found = self
+            .client
+            .get_points(
+                GetPointsBuilder::new(
+                    &self.collection,
+                    ids.map(|id| PointId::from(filter::point_id(id)))
+                        .collect::<Vec<_>>(),
+                )
+                .with_payload(PayloadIncludeSelector {
+                    fields: vec![ASSET_ID.to_string()],
+                })
+                .with_vectors(false),
+            )
+            .await?
+            .result;
+        found.iter().map(|p| asset_id_of(&p.payload)).collect()
+    }
+
     /// The ids among `ids` that have no point in the collection.
     fn absent(&self, ids: &[AssetId]) -> Result<Vec<AssetId>> {
         self.block_on(async {
             let mut out = vec![];
             for chunk in ids.chunks(BATCH) {
-                let found = self
-                    .client
-                    .get_points(
-                        GetPointsBuilder::new(
-                            &self.collection,
-                            chunk
-                                .iter()
-                                .map(|id| PointId::from(filter::point_id(id)))
-                                .collect::<Vec<_>>(),
-                        )
-                        .with_payload(PayloadIncludeSelector {
-                            fields: vec![ASSET_ID.to_string()],
-                        })
-                        .with_vectors(false),
-                    )
-                    .await?
-                    .result;
-                let mut present = Vec::with_capacity(found.len());
-                for p in &found {
-                    present.push(asset_id_of(&p.payload)?);
-                }
+                let present = self.present(chunk.iter()).await?;
                 out.extend(chunk.iter().filter(|id| !present.contains(*id)).cloned());
             }
             Ok(out)
@@ -466,27 +466,7 @@ impl QdrantVectorIndex {
         self.block_on(async {
             let mut done = 0;
             for chunk in keys.chunks(BATCH) {
-                let found = self
-                    .client
-                    .get_points(
-                        GetPointsBuilder::new(
-                            &self.collection,
-                            chunk
-                                .iter()
-                                .map(|k| PointId::from(filter::point_id(&k.asset_id)))
-                                .collect::<Vec<_>>(),
-                        )
-                        .with_payload(PayloadIncludeSelector {
-                            fields: vec![ASSET_ID.to_string()],
-                        })
-                        .with_vectors(false),
-                    )
-                    .await?
-                    .result;
-                let mut present = Vec::with_capacity(found.len());
-                for p in &found {
-                    present.push(asset_id_of(&p.payload)?);
-                }
+                let present = self.present(chunk.iter().map(|k| &k.asset_id)).await?;
                 let ops: Vec<PointsUpdateOperation> = chunk
                     .iter()
                     .filter(|k| present.contains(&k.asset_id))

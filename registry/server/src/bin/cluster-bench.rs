@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{http, pct, start_server};
+use registry_server::bench::{fact, http, pct, start_server};
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
@@ -60,30 +60,6 @@ fn parse_args() -> anyhow::Result<Options> {
         );
     }
     Ok(o)
-}
-
-const PLACES: &[&str] = &[
-    "dock", "gate", "bay", "shelf", "locker", "platform", "hangar", "ramp",
-];
-const WORKERS: &[&str] = &[
-    "Ann", "Bob", "Chen Wei", "Dana", "Emil", "Farah", "Goran", "Hiro",
-];
-
-/// The `i`th fact: distinct by its parcel id, place and worker.
-fn fact(rng: &mut rand::rngs::StdRng, i: usize) -> (String, String) {
-    let id: String = (0..10)
-        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
-        .collect();
-    let place = PLACES[i % PLACES.len()];
-    let worker = WORKERS[(i / PLACES.len()) % WORKERS.len()];
-    (
-        format!(
-            "{worker} noted that parcel {id} goes to {place} {} on the {} shift",
-            i % 97,
-            ["morning", "evening", "night"][i % 3]
-        ),
-        format!("where does parcel {id} go"),
-    )
 }
 
 struct Node {

@@ -63,29 +63,9 @@ fn parse_args() -> anyhow::Result<Options> {
     Ok(o)
 }
 
-const PLACES: &[&str] = &[
-    "dock", "gate", "bay", "shelf", "locker", "platform", "hangar", "ramp",
-];
-const WORKERS: &[&str] = &[
-    "Ann", "Bob", "Chen Wei", "Dana", "Emil", "Farah", "Goran", "Hiro",
-];
-
-/// The `i`th fact and the question that asks for it: distinct by the parcel id.
+/// The `i`th fact and its question: the same for a given `i` in every round and client.
 fn fact(i: usize) -> (String, String) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(i as u64);
-    let id: String = (0..10)
-        .map(|_| char::from_digit(rng.random_range(0..16), 16).unwrap_or('0'))
-        .collect();
-    let place = PLACES[i % PLACES.len()];
-    let worker = WORKERS[(i / PLACES.len()) % WORKERS.len()];
-    (
-        format!(
-            "{worker} noted that parcel {id} goes to {place} {} on the {} shift",
-            i % 97,
-            ["morning", "evening", "night"][i % 3]
-        ),
-        format!("where does parcel {id} go"),
-    )
+    registry_server::bench::fact(&mut rand::rngs::StdRng::seed_from_u64(i as u64), i)
 }
 
 fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<()> {
