@@ -258,6 +258,21 @@ pub fn run_cli(data_dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A key for `user` of `tenant` made by `registry keys create` on `data_dir`: its secret.
+pub fn cli_key(data_dir: &Path, tenant: &str, user: &str) -> String {
+    let (code, out, err) = run_cli(
+        data_dir,
+        &[
+            "keys", "create", "--tenant", tenant, "--user", user, "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<serde_json::Value>(&out).unwrap()["key"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// A `registry serve` child process on a free port.
 pub struct ServerProcess {
     pub child: Child,

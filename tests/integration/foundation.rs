@@ -173,17 +173,7 @@ fn an_acknowledged_write_survives_kill_9() {
     let server = ServerProcess::spawn(&data);
     // Written by a second process while the server runs (single writer per process; SQLite
     // serialises them), then the server dies without any chance to flush.
-    let (code, out, err) = run_cli(
-        &data,
-        &[
-            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let key = serde_json::from_str::<serde_json::Value>(&out).unwrap()["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_key(&data, "acme", "ann");
     let client = reqwest::blocking::Client::new();
     let ok = client
         .get(format!("{}/v1/whoami", server.base))

@@ -444,17 +444,7 @@ fn an_acknowledged_ingest_survives_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let server = ServerProcess::spawn(&data);
-    let (code, out, err) = run_cli(
-        &data,
-        &[
-            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let key = serde_json::from_str::<Value>(&out).unwrap()["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_key(&data, "acme", "ann");
     let client = reqwest::blocking::Client::new();
     let r = client
         .post(format!("{}/v1/knowledge/documents", server.base))

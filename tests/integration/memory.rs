@@ -815,17 +815,7 @@ fn decay_applies_class_policies_idempotently() {
 fn an_acknowledged_memory_survives_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (code, out, err) = run_cli(
-        &data,
-        &[
-            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let key = serde_json::from_str::<Value>(&out).unwrap()["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_key(&data, "acme", "ann");
     let server = ServerProcess::spawn(&data);
     let client = reqwest::blocking::Client::new();
     let resp: Value = client
@@ -912,17 +902,7 @@ fn an_acknowledged_memory_survives_kill_9() {
 fn a_lost_vector_index_is_filled_from_the_store_before_serving() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (code, out, err) = run_cli(
-        &data,
-        &[
-            "keys", "create", "--tenant", "acme", "--user", "ann", "--json",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let key = serde_json::from_str::<Value>(&out).unwrap()["key"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let key = cli_key(&data, "acme", "ann");
     let client = reqwest::blocking::Client::new();
     let search = |base: &str| -> Value {
         client

@@ -127,3 +127,17 @@ pub fn fact(rng: &mut impl rand::Rng, i: usize) -> (String, String) {
         format!("where does parcel {id} go"),
     )
 }
+
+/// A writer key for user `ann` of tenant `bench`, made in `state`'s store: the benches' caller.
+pub fn writer_key(state: &AppState) -> anyhow::Result<String> {
+    let (_, secret) = crate::cli::create_key(
+        state.services.backends.store.as_ref(),
+        &crate::cli::CreateKey {
+            tenant: Some("bench".into()),
+            user: "ann".into(),
+            roles: vec!["writer".into()],
+            ..Default::default()
+        },
+    )?;
+    Ok(secret)
+}

@@ -22,8 +22,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{fact, http, pct, start_server};
-use registry_server::cli::{CreateKey, create_key};
+use registry_server::bench::{fact, http, pct, start_server, writer_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
 use serde_json::json;
@@ -81,19 +80,6 @@ fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Re
     }
     let (state, addr) = start_server(config)?;
     Ok(Node { addr, state })
-}
-
-fn key(state: &AppState) -> anyhow::Result<String> {
-    let (_, secret) = create_key(
-        state.services.backends.store.as_ref(),
-        &CreateKey {
-            tenant: Some("bench".into()),
-            user: "ann".into(),
-            roles: vec!["writer".into()],
-            ..Default::default()
-        },
-    )?;
-    Ok(secret)
 }
 
 fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<String> {
@@ -204,8 +190,8 @@ fn main() -> anyhow::Result<()> {
     let a = node(&tmp.join("node-a"), Some((&o.url, &schema)), &audit_key)?;
     let b = node(&tmp.join("node-b"), Some((&o.url, &schema)), &audit_key)?;
 
-    let ek = key(&embedded.state)?;
-    let ck = key(&a.state)?;
+    let ek = writer_key(&embedded.state)?;
+    let ck = writer_key(&a.state)?;
     let mut e = workload(&[&embedded], &ek, &o)?;
     let mut c = workload(&[&a, &b], &ck, &o)?;
     let mut lag = lags(&a, &b, &ck, o.lag_probes)?;

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{http, pct, start_server};
-use registry_server::cli::{CreateKey, create_key};
+use registry_server::bench::{http, pct, start_server, writer_key};
 use registry_server::config::Config;
 use serde_json::json;
 
@@ -156,15 +155,7 @@ fn main() -> anyhow::Result<()> {
     };
     config.jobs.enabled = false;
     let (state, addr) = start_server(config)?;
-    let (_, key) = create_key(
-        state.services.backends.store.as_ref(),
-        &CreateKey {
-            tenant: Some("bench".into()),
-            user: "ann".into(),
-            roles: vec!["writer".into()],
-            ..Default::default()
-        },
-    )?;
+    let key = writer_key(&state)?;
     let t = Instant::now();
     for i in 0..o.memories {
         write(addr, &key, &fact(i).0)?;
