@@ -374,7 +374,11 @@ fn schemathesis_finds_nothing() {
         ])
         .args(["--max-examples", SCHEMATHESIS_MAX_EXAMPLES])
         .args(["--seed", "14"])
-        .args(["--workers", "2"])
+        // One worker: with two, schemathesis parses lambdas' source in two threads at once, and
+        // CPython 3.11 keeps the AST constructor's recursion depth in state shared by threads
+        // (python/cpython#106905), so a run failed with "AST constructor recursion depth
+        // mismatch", an error of the interpreter, not of this API.
+        .args(["--workers", "1"])
         .args(["--request-timeout", "60"])
         .args(["--generation-database", "none"])
         .args(["--report", "junit", "--report-junit-path"])
