@@ -193,9 +193,24 @@ fn main() -> anyhow::Result<()> {
     // the run that did best on the other fold, and the figure is the mean of those held-out
     // scores, never one tuned on the queries it is scored on.
     let mut modes: Vec<(String, SearchLegs, FusionKind, Option<f32>)> = vec![
-        ("text only (BM25)".into(), SearchLegs::TextOnly, FusionKind::Rrf, None),
-        ("vector only".into(), SearchLegs::VectorOnly, FusionKind::Rrf, None),
-        ("hybrid RRF k=60".into(), SearchLegs::Both, FusionKind::Rrf, None),
+        (
+            "text only (BM25)".into(),
+            SearchLegs::TextOnly,
+            FusionKind::Rrf,
+            None,
+        ),
+        (
+            "vector only".into(),
+            SearchLegs::VectorOnly,
+            FusionKind::Rrf,
+            None,
+        ),
+        (
+            "hybrid RRF k=60".into(),
+            SearchLegs::Both,
+            FusionKind::Rrf,
+            None,
+        ),
     ];
     for a in [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         modes.push((
@@ -219,7 +234,10 @@ fn main() -> anyhow::Result<()> {
         "{:<24} {:>8} {:>8}",
         "BM25 multifield (publ.)", "0.6647", "0.9076"
     );
-    println!("{:<24} {:>8} {:>8}", "BGE-base (published)", "0.7408", "0.9667");
+    println!(
+        "{:<24} {:>8} {:>8}",
+        "BGE-base (published)", "0.7408", "0.9667"
+    );
     // Per run, per query (in `qids` order): (nDCG@10, R@100).
     let mut scores: Vec<Vec<(f64, f64)>> = Vec::with_capacity(modes.len());
     for (label, legs, fusion, alpha) in &modes {
