@@ -93,6 +93,84 @@ const QUANTISED_FROM_ROWS: usize = 4096;
 /// Candidates the int8 pass keeps per requested hit, re-scored exactly in f32.
 const RESCORE_FACTOR: usize = 8;
 const RESCORE_MIN: usize = 128;
+/// Rows a partition must have before its int8 pass is split across cores.
+const PARALLEL_FROM_ROWS: usize = 32_768;
+
+/// Threads a large scan is split across: the cores this process may use, at most four.
+fn scan_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(4)))
+}
+
+/// The int8 pass over all of `part` on `threads` threads: the best `keep` admitted rows by
+/// approximate score, best first, the same whatever the number of threads. The pass is bound by
+/// memory bandwidth, which one core does not saturate: each thread scans its share of the rows
+/// and keeps its own best `keep`, and the union holds the best `keep` overall.
+fn int8_pass(
+    part: &Partition,
+    admitted: &[bool],
+    qq: &[i8],
+    q_scale: f32,
+    keep: usize,
+    threads: usize,
+) -> Vec<(OrdF32, usize)> {
+    let rows = part.ids.len();
+    let mut all = if threads <= 1 {
+        int8_top(part, admitted, qq, q_scale, 0..rows, keep)
+    } else {
+        let share = rows.div_ceil(threads);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let range = (t * share).min(rows)..((t + 1) * share).min(rows);
+                    s.spawn(move || int8_top(part, admitted, qq, q_scale, range, keep))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("a scan thread does not panic"))
+                .collect::<Vec<_>>()
+        })
+    };
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    all.truncate(keep);
+    all
+}
+
+/// The int8 pass over `rows` of `part`: the best `keep` admitted rows by approximate score.
+fn int8_top(
+    part: &Partition,
+    admitted: &[bool],
+    qq: &[i8],
+    q_scale: f32,
+    rows: std::ops::Range<usize>,
+    keep: usize,
+) -> Vec<(OrdF32, usize)> {
+    let dim = qq.len();
+    let mut approx: BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>> =
+        BinaryHeap::with_capacity(keep + 1);
+    let (start, end) = (rows.start, rows.end);
+    for (i, (v, &label)) in part.q8[start * dim..end * dim]
+        .chunks_exact(dim)
+        .zip(&part.labels[start..end])
+        .enumerate()
+    {
+        if !admitted[label as usize] {
+            continue;
+        }
+        let row = start + i;
+        let score = dot_i8(qq, v) as f32 * q_scale * part.scales[row];
+        let item = std::cmp::Reverse((OrdF32(score), row));
+        if approx.len() < keep {
+            approx.push(item);
+        } else if let Some(mut worst) = approx.peek_mut()
+            && item < *worst
+        {
+            *worst = item;
+        }
+    }
+    approx.into_iter().map(|std::cmp::Reverse(c)| c).collect()
+}
 
 /// `v` as int8 with one scale per row: `v[i] ≈ q[i] * scale`.
 fn quantise(v: &[f32], out: &mut Vec<i8>) -> f32 {
@@ -578,28 +656,14 @@ impl EmbeddedVectorIndex {
                 let keep = (k * RESCORE_FACTOR).max(RESCORE_MIN);
                 let mut qq = Vec::with_capacity(dim);
                 let q_scale = quantise(q, &mut qq);
-                let mut approx: BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>> =
-                    BinaryHeap::with_capacity(keep + 1);
-                for (row, (v, &label)) in part
-                    .q8
-                    .chunks_exact(dim)
-                    .zip(part.labels.iter())
-                    .enumerate()
-                {
-                    if !admitted[label as usize] {
-                        continue;
-                    }
-                    let score = dot_i8(&qq, v) as f32 * q_scale * part.scales[row];
-                    let item = std::cmp::Reverse((OrdF32(score), row));
-                    if approx.len() < keep {
-                        approx.push(item);
-                    } else if let Some(mut worst) = approx.peek_mut()
-                        && item < *worst
-                    {
-                        *worst = item;
-                    }
-                }
-                for std::cmp::Reverse((_, row)) in approx {
+                let rows = part.ids.len();
+                let threads = if rows >= PARALLEL_FROM_ROWS {
+                    scan_threads()
+                } else {
+                    1
+                };
+                let approx = int8_pass(part, &admitted, &qq, q_scale, keep, threads);
+                for (_, row) in approx {
                     offer(row, dot(q, &part.data[row * dim..(row + 1) * dim]));
                 }
             } else {
@@ -733,6 +797,59 @@ mod tests {
                 .collect();
             let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
             assert!((dot(&a, &b) - naive).abs() < 1e-4, "len {len}");
+        }
+    }
+
+    #[test]
+    fn the_int8_pass_keeps_the_same_rows_on_any_number_of_threads() {
+        let dim = 24;
+        let mut mem = Mem {
+            dim,
+            partitions: HashMap::new(),
+            slots: HashMap::new(),
+        };
+        // A deterministic spread of vectors, some labels not admitted, and repeated rows so that
+        // equal scores must be broken the same way on every split.
+        for i in 0..5000usize {
+            let v: Vec<f32> = (0..dim)
+                .map(|j| (((i % 1700) * 31 + j * 17) % 97) as f32 / 97.0 - 0.5)
+                .collect();
+            let acl = if i % 7 == 0 { "hidden" } else { "public" };
+            mem.insert(
+                &IndexKeys {
+                    asset_id: format!("a{i:05}"),
+                    kind: AssetKind::Chunk,
+                    scope_key: "s".into(),
+                    acl_keys: vec![acl.into()],
+                    tags: vec![],
+                },
+                &v,
+            );
+        }
+        let part = &mem.partitions["s"];
+        let admitted: Vec<bool> = part
+            .label_keys
+            .iter()
+            .map(|l| l.acl_keys == ["public"])
+            .collect();
+        let q: Vec<f32> = (0..dim).map(|j| (j as f32 * 0.37).sin()).collect();
+        let mut qq = Vec::new();
+        let scale = quantise(&q, &mut qq);
+        let one = int8_pass(part, &admitted, &qq, scale, 300, 1);
+        assert_eq!(one.len(), 300);
+        assert!(one.windows(2).all(|w| w[0] >= w[1]), "best first");
+        assert!(
+            one.iter()
+                .all(|(_, row)| part.label_keys[part.labels[*row] as usize].acl_keys == ["public"]),
+            "only admitted rows"
+        );
+        for threads in [2, 3, 4, 7] {
+            let rows: Vec<usize> = int8_pass(part, &admitted, &qq, scale, 300, threads)
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect();
+            let want: Vec<usize> = one.iter().map(|(_, r)| *r).collect();
+            assert_eq!(rows, want, "{threads} threads");
         }
     }
 
