@@ -439,10 +439,7 @@ impl OnnxEmbedder {
                 max_tokens,
             });
         }
-        let vectors = self
-            .session()
-            .embed(&texts, Some(self.batch_size))
-            .map_err(|e| EmbedError::Inference(e.to_string()))?;
+        let vectors = self.run_spread(&texts)?;
         let dim = self.spec.dim;
         if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != dim) {
             return Err(EmbedError::Inference(format!(
@@ -532,14 +529,45 @@ impl OnnxEmbedder {
         Ok(windows)
     }
 
+    /// Runs `texts` through the model, spread over the sessions: with several, the texts are cut
+    /// into one contiguous share per session and the shares run at once, each on a session of its
+    /// own (a batch of chunks uses every core; a single text takes one session and leaves the
+    /// others to concurrent callers). Vectors come back in the order of `texts`.
+    fn run_spread(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let run = |part: &[&str]| -> Result<Vec<Vec<f32>>> {
+            self.session()
+                .embed(part, Some(self.batch_size))
+                .map_err(|e| EmbedError::Inference(e.to_string()))
+        };
+        let parts = self.sessions.len().min(texts.len());
+        if parts <= 1 {
+            return run(texts);
+        }
+        let share = texts.len().div_ceil(parts);
+        std::thread::scope(|s| {
+            let rest: Vec<_> = texts[share..]
+                .chunks(share)
+                .map(|part| s.spawn(move || run(part)))
+                .collect();
+            let mut out = run(&texts[..share])?;
+            for h in rest {
+                out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+            }
+            Ok(out)
+        })
+    }
+
+    /// The first free session, in order: an idle embedder keeps using the same one, whose
+    /// weights stay in the CPU's caches (taking them in turn made a query about 1 ms slower).
+    /// When every session is busy, callers queue on them in turn.
     fn session(&self) -> MutexGuard<'_, TextEmbedding> {
         let n = self.sessions.len();
-        let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        for i in 0..n {
-            if let Ok(guard) = self.sessions[(first + i) % n].try_lock() {
+        for s in &self.sessions {
+            if let Ok(guard) = s.try_lock() {
                 return guard;
             }
         }
+        let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
         // A panic mid-embed leaves no partial state in a session worth refusing.
         self.sessions[first]
             .lock()

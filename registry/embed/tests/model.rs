@@ -324,6 +324,55 @@ fn concurrent_callers_share_the_embedder() {
     });
 }
 
+#[test]
+fn a_batch_spread_over_sessions_equals_one_session_in_order() {
+    let Some(one) = embedder() else { return };
+    let three = MiniLmEmbedder::new(EmbedderConfig {
+        model: ModelChoice::AllMiniLmL6V2,
+        threads: Some(1),
+        batch_size: 2,
+        sessions: 3,
+        ..Default::default()
+    })
+    .expect("model loads");
+    // Seven texts over three sessions: shares of 3, 3 and 1, of different lengths.
+    let long = prose(90);
+    let texts: Vec<String> = (0..7)
+        .map(|i| match i % 3 {
+            0 => format!("note {i} about the parcel at dock {i}"),
+            1 => format!("{long} ({i})"),
+            _ => format!("短文本 {i}"),
+        })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let spread = three.embed(&refs).unwrap();
+    let single = one.embed(&refs).unwrap();
+    assert_eq!(spread.len(), refs.len());
+    for (i, (a, b)) in spread.iter().zip(&single).enumerate() {
+        let diff = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-4, "text {i}: max abs diff {diff}");
+    }
+    // Concurrent callers each get their own text's vector.
+    std::thread::scope(|s| {
+        for (i, t) in refs.iter().enumerate() {
+            let (three, want) = (&three, &single[i]);
+            s.spawn(move || {
+                let got = three.embed(&[t]).unwrap().remove(0);
+                let diff = got
+                    .iter()
+                    .zip(want)
+                    .map(|(x, y)| (x - y).abs())
+                    .fold(0.0f32, f32::max);
+                assert!(diff < 1e-4, "text {i} alone: max abs diff {diff}");
+            });
+        }
+    });
+}
+
 // ---------------------------------------------------------------- multilingual-e5-small
 
 fn e5() -> Option<&'static OnnxEmbedder> {
