@@ -18,8 +18,8 @@ pub use error::{Error, Result};
 pub use instruction::{InstructionFlag, detect_instructions};
 pub use model::{Authority, Freshness, freshness};
 pub use service::{
-    DEFAULT_MIN_SCORE, Evidence, IngestOutcome, IngestRequest, KnowledgeConfig, KnowledgeService,
-    SearchAnswer, SearchRequest,
+    DEFAULT_ALPHA, DEFAULT_MIN_SCORE, Evidence, IngestOutcome, IngestRequest, KnowledgeConfig,
+    KnowledgeService, SearchAnswer, SearchRequest,
 };
 
 /// Decodes file bytes, naming the first invalid byte.

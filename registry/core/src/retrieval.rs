@@ -146,6 +146,11 @@ pub struct ModelInfo {
     pub digest: String,
     pub dim: usize,
     pub max_tokens: usize,
+    /// Whether the model was trained on Chinese, Japanese and Korean text. A model that was not
+    /// (all-MiniLM-L6-v2) maps such text to vectors that carry next to no meaning, so a search
+    /// in those scripts should not let its vector leg vote.
+    #[serde(default)]
+    pub cjk: bool,
 }
 
 impl ModelInfo {

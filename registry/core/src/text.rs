@@ -44,3 +44,41 @@ mod tests {
         }
     }
 }
+
+/// Whether CJK characters (Han, kana, Hangul) make up at least half of the letters and digits
+/// of `s`: a text in Chinese, Japanese or Korean, possibly with some Latin words in it.
+pub fn mostly_cjk(s: &str) -> bool {
+    let (mut cjk, mut all) = (0usize, 0usize);
+    for c in s.chars().filter(|c| c.is_alphanumeric()) {
+        all += 1;
+        if matches!(u32::from(c),
+            0x3005 | 0x3007 | 0x3021..=0x3029 | 0x3038..=0x303B
+            | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x2_0000..=0x3_FFFF
+            | 0x3041..=0x309F | 0x30A1..=0x30FA | 0x30FC..=0x30FF | 0x31F0..=0x31FF
+            | 0x1_B000..=0x1_B16F
+            | 0x1100..=0x11FF | 0x3131..=0x318E | 0xA960..=0xA97F | 0xAC00..=0xD7A3
+            | 0xD7B0..=0xD7FF)
+        {
+            cjk += 1;
+        }
+    }
+    all > 0 && cjk * 2 >= all
+}
+
+#[cfg(test)]
+mod cjk_tests {
+    use super::mostly_cjk;
+
+    #[test]
+    fn mostly_cjk_counts_letters_of_each_script() {
+        assert!(mostly_cjk("生命数耗完即算为什么？"));
+        assert!(mostly_cjk("本周进度报告 for Q3"));
+        assert!(!mostly_cjk("进度报告 for Q3 2026"));
+        assert!(mostly_cjk("ひらがなとカタカナ"));
+        assert!(mostly_cjk("한국어 문장입니다"));
+        assert!(!mostly_cjk("How many days of annual leave?"));
+        assert!(!mostly_cjk("the Q3 report 报告"));
+        assert!(!mostly_cjk("？！ 123"));
+        assert!(!mostly_cjk(""));
+    }
+}

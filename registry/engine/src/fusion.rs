@@ -64,29 +64,34 @@ pub fn rrf_fuse(text: &[ScoredId], vector: &[ScoredId], k: f32) -> Vec<HybridHit
     hits
 }
 
-/// Min-max bounds of a leg's scores; `None` for an empty leg.
-fn bounds(list: &[ScoredId]) -> Option<(f32, f32)> {
-    list.iter().map(|s| s.score).fold(None, |acc, x| match acc {
-        None => Some((x, x)),
-        Some((lo, hi)) => Some((lo.min(x), hi.max(x))),
-    })
+/// The best score of a leg; `None` for an empty leg.
+fn best(list: &[ScoredId]) -> Option<f32> {
+    list.iter().map(|s| s.score).reduce(f32::max)
 }
 
-/// Maps a raw score into [0, 1] over the leg's candidate list. A list whose scores are all equal
-/// normalises to 1: every candidate is that leg's best.
-fn normalise(score: f32, (lo, hi): (f32, f32)) -> f32 {
-    if hi > lo {
-        (score - lo) / (hi - lo)
-    } else {
+/// Maps a raw score into [0, 1] against the leg's best, from the scores' theoretical floor (0:
+/// a BM25 score is never below it, and a cosine below it is no evidence). Unlike min-max over
+/// the candidate list, two candidates of nearly equal score stay nearly equal (min-max would
+/// put them at 1 and 0, and no authority boost could reorder them), and a list's weakest
+/// candidate keeps what it scored. A leg whose best is not above the floor gives every
+/// candidate 1 if all are equal, else 0.
+fn normalise(score: f32, best: f32) -> f32 {
+    if best > 0.0 {
+        score.max(0.0) / best
+    } else if score >= best {
         1.0
+    } else {
+        0.0
     }
 }
 
 /// Convex combination: `score = alpha · norm(vector) + (1 − alpha) · norm(text)`, where `norm`
-/// is min-max over that leg's candidate list and a leg that did not find the id counts 0.
+/// divides by that leg's best score from a floor of 0 (Bruch et al., "An Analysis of Fusion
+/// Functions for Hybrid Retrieval", 2023: theoretical-min normalisation) and a leg that did not
+/// find the id counts 0.
 pub fn convex_fuse(text: &[ScoredId], vector: &[ScoredId], alpha: f32) -> Vec<HybridHit> {
-    let tb = bounds(text);
-    let vb = bounds(vector);
+    let tb = best(text);
+    let vb = best(vector);
     let mut hits = join(text, vector);
     for h in &mut hits {
         let t = match (h.text, tb) {
@@ -187,18 +192,29 @@ mod tests {
     }
 
     #[test]
-    fn convex_min_max_normalises_each_leg() {
-        // text: a=10 (1.0), b=6 (0.5), c=2 (0.0); vector: c=0.9 (1.0), d=0.5 (0.0)
+    fn convex_divides_each_leg_by_its_best() {
+        // text: a=10 (1.0), b=6 (0.6), c=2 (0.2); vector: c=0.9 (1.0), d=0.45 (0.5)
         let text = list(&[("a", 10.0), ("b", 6.0), ("c", 2.0)]);
-        let vector = list(&[("c", 0.9), ("d", 0.5)]);
+        let vector = list(&[("c", 0.9), ("d", 0.45)]);
         let hits = convex_fuse(&text, &vector, 0.5);
         let score = |id: &str| hits.iter().find(|h| h.asset_id == id).unwrap().score;
         assert!(close(score("a"), 0.5));
-        assert!(close(score("b"), 0.25));
-        assert!(close(score("c"), 0.5));
-        assert!(close(score("d"), 0.0));
-        // a and c tie at 0.5: id order.
-        assert_eq!(ids(&hits), ["a", "c", "b", "d"]);
+        assert!(close(score("b"), 0.3));
+        assert!(close(score("c"), 0.6));
+        assert!(close(score("d"), 0.25));
+        assert_eq!(ids(&hits), ["c", "a", "b", "d"]);
+    }
+
+    #[test]
+    fn convex_keeps_near_equal_candidates_near_equal() {
+        // Min-max would map these to 1 and 0; divided by the best they stay within 2%.
+        let text = list(&[("a", 5.1), ("b", 5.0)]);
+        let vector = list(&[("b", 0.81), ("a", 0.80)]);
+        let hits = convex_fuse(&text, &vector, 0.4);
+        assert!((hits[0].score - hits[1].score).abs() < 0.02, "{hits:?}");
+        // A negative cosine is no evidence: it counts 0, not less.
+        let neg = convex_fuse(&[], &list(&[("v", 0.5), ("w", -0.3)]), 1.0);
+        assert!(close(neg[1].score, 0.0));
     }
 
     #[test]
