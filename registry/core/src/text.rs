@@ -45,20 +45,42 @@ mod tests {
     }
 }
 
-/// Whether CJK characters (Han, kana, Hangul) make up at least half of the letters and digits
-/// of `s`: a text in Chinese, Japanese or Korean, possibly with some Latin words in it.
+/// The CJK scripts the text analysis and the search tell apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CjkScript {
+    Han,
+    Kana,
+    Hangul,
+}
+
+/// The CJK script of `c`, after NFKC (so no half-width or compatibility forms remain).
+pub fn cjk_script(c: char) -> Option<CjkScript> {
+    match u32::from(c) {
+        // Iteration mark, ideographic zero, Hangzhou numerals, CJK Unified Ideographs and their
+        // extensions A–H, compatibility ideographs (NFKC maps most to unified ones).
+        0x3005 | 0x3007 | 0x3021..=0x3029 | 0x3038..=0x303B => Some(CjkScript::Han),
+        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF => Some(CjkScript::Han),
+        0x2_0000..=0x3_FFFF => Some(CjkScript::Han),
+        // Hiragana, katakana (without the double hyphen and the middle dot, which are
+        // punctuation), phonetic extensions, kana supplement and extended-A.
+        0x3041..=0x309F | 0x30A1..=0x30FA | 0x30FC..=0x30FF | 0x31F0..=0x31FF => {
+            Some(CjkScript::Kana)
+        }
+        0x1_B000..=0x1_B16F => Some(CjkScript::Kana),
+        // Hangul jamo, compatibility jamo, jamo extended A and B, syllables.
+        0x1100..=0x11FF | 0x3131..=0x318E | 0xA960..=0xA97F => Some(CjkScript::Hangul),
+        0xAC00..=0xD7A3 | 0xD7B0..=0xD7FF => Some(CjkScript::Hangul),
+        _ => None,
+    }
+}
+
+/// Whether CJK characters ([`cjk_script`]) make up at least half of the letters and digits of
+/// `s`: a text in Chinese, Japanese or Korean, possibly with some Latin words in it.
 pub fn mostly_cjk(s: &str) -> bool {
     let (mut cjk, mut all) = (0usize, 0usize);
     for c in s.chars().filter(|c| c.is_alphanumeric()) {
         all += 1;
-        if matches!(u32::from(c),
-            0x3005 | 0x3007 | 0x3021..=0x3029 | 0x3038..=0x303B
-            | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x2_0000..=0x3_FFFF
-            | 0x3041..=0x309F | 0x30A1..=0x30FA | 0x30FC..=0x30FF | 0x31F0..=0x31FF
-            | 0x1_B000..=0x1_B16F
-            | 0x1100..=0x11FF | 0x3131..=0x318E | 0xA960..=0xA97F | 0xAC00..=0xD7A3
-            | 0xD7B0..=0xD7FF)
-        {
+        if cjk_script(c).is_some() {
             cjk += 1;
         }
     }

@@ -132,31 +132,7 @@ pub(crate) fn analyzer(emit: Emit) -> TextAnalyzer {
         .build()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Script {
-    Han,
-    Kana,
-    Hangul,
-}
-
-/// The CJK script of `c`, after NFKC (so no half-width or compatibility forms remain).
-fn cjk_script(c: char) -> Option<Script> {
-    match u32::from(c) {
-        // Iteration mark, ideographic zero, Hangzhou numerals, CJK Unified Ideographs and their
-        // extensions A–H, compatibility ideographs (NFKC maps most to unified ones).
-        0x3005 | 0x3007 | 0x3021..=0x3029 | 0x3038..=0x303B => Some(Script::Han),
-        0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF => Some(Script::Han),
-        0x2_0000..=0x3_FFFF => Some(Script::Han),
-        // Hiragana, katakana (without the double hyphen and the middle dot, which are
-        // punctuation), phonetic extensions, kana supplement and extended-A.
-        0x3041..=0x309F | 0x30A1..=0x30FA | 0x30FC..=0x30FF | 0x31F0..=0x31FF => Some(Script::Kana),
-        0x1_B000..=0x1_B16F => Some(Script::Kana),
-        // Hangul jamo, compatibility jamo, jamo extended A and B, syllables.
-        0x1100..=0x11FF | 0x3131..=0x318E | 0xA960..=0xA97F => Some(Script::Hangul),
-        0xAC00..=0xD7A3 | 0xD7B0..=0xD7FF => Some(Script::Hangul),
-        _ => None,
-    }
-}
+use registry_core::text::{CjkScript as Script, cjk_script};
 
 /// Splits NFKC-folded text into Latin tokens and the tokens of CJK runs (see the module doc).
 #[derive(Debug, Clone)]
