@@ -559,8 +559,9 @@ impl OnnxEmbedder {
     }
 
     /// The first free session, in order: an idle embedder keeps using the same one, whose
-    /// weights stay in the CPU's caches (taking them in turn made a query about 1 ms slower).
-    /// When every session is busy, callers queue on them in turn.
+    /// weights stay in the CPU's caches (with two sessions taken in turn, one memory-bench run
+    /// embedded its queries about 1 ms slower). When every session is busy, callers queue on
+    /// them in turn.
     fn session(&self) -> MutexGuard<'_, TextEmbedding> {
         let n = self.sessions.len();
         for s in &self.sessions {
