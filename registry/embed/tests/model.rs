@@ -54,6 +54,14 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// The largest difference between two vectors' components.
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max)
+}
+
 fn norm(a: &[f32]) -> f32 {
     dot(a, a).sqrt()
 }
@@ -128,11 +136,7 @@ fn batch_equals_single() {
     let batch = e.embed(&texts).unwrap();
     for (i, t) in texts.iter().enumerate() {
         let single = e.embed(&[t]).unwrap().remove(0);
-        let diff = batch[i]
-            .iter()
-            .zip(&single)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
+        let diff = max_abs_diff(&batch[i], &single);
         eprintln!("batch vs single, text {i}: max abs diff {diff:e}");
         assert!(diff < 1e-4, "text {i}: max abs diff {diff}");
     }
@@ -349,11 +353,7 @@ fn a_batch_spread_over_sessions_equals_one_session_in_order() {
     let single = one.embed(&refs).unwrap();
     assert_eq!(spread.len(), refs.len());
     for (i, (a, b)) in spread.iter().zip(&single).enumerate() {
-        let diff = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0f32, f32::max);
+        let diff = max_abs_diff(a, b);
         assert!(diff < 1e-4, "text {i}: max abs diff {diff}");
     }
     // Concurrent callers each get their own text's vector.
@@ -362,11 +362,7 @@ fn a_batch_spread_over_sessions_equals_one_session_in_order() {
             let (three, want) = (&three, &single[i]);
             s.spawn(move || {
                 let got = three.embed(&[t]).unwrap().remove(0);
-                let diff = got
-                    .iter()
-                    .zip(want)
-                    .map(|(x, y)| (x - y).abs())
-                    .fold(0.0f32, f32::max);
+                let diff = max_abs_diff(&got, want);
                 assert!(diff < 1e-4, "text {i} alone: max abs diff {diff}");
             });
         }

@@ -94,6 +94,38 @@ pub fn start_server(config: Config) -> anyhow::Result<(AppState, SocketAddr)> {
     Ok((state, addr))
 }
 
+/// Writes `text` as an episodic memory of the key's user (`POST /v1/memories`); the answer's
+/// body, or an error naming the status when the write was not taken.
+pub fn write_memory(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<Value> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories",
+        key,
+        &serde_json::json!({"class": "episodic", "content": text}),
+    )?;
+    if !(s == 200 || s == 201) {
+        anyhow::bail!("write answered {s}: {v}");
+    }
+    Ok(v)
+}
+
+/// Asks `POST /v1/memories/search` for the best 5; the answer's body, or an error naming the
+/// status.
+pub fn search_memories(addr: SocketAddr, key: &str, query: &str) -> anyhow::Result<Value> {
+    let (s, v) = http(
+        addr,
+        "POST",
+        "/v1/memories/search",
+        key,
+        &serde_json::json!({"query": query, "k": 5}),
+    )?;
+    if s != 200 {
+        anyhow::bail!("search answered {s}: {v}");
+    }
+    Ok(v)
+}
+
 /// The `p` quantile (0–1) of `v`, nearest rank; sorts `v`.
 pub fn pct(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {

@@ -22,10 +22,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{fact, http, pct, start_server, writer_key};
+use registry_server::bench::{fact, pct, search_memories, start_server, write_memory, writer_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
-use serde_json::json;
 
 struct Options {
     url: String,
@@ -83,31 +82,15 @@ fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Re
 }
 
 fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<String> {
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/memories",
-        key,
-        &json!({"class": "episodic", "content": text}),
-    )?;
-    if !(s == 200 || s == 201) || v["decision"] != "accepted" {
-        bail!("write answered {s}: {v}");
+    let v = write_memory(addr, key, text)?;
+    if v["decision"] != "accepted" {
+        bail!("write was not accepted: {v}");
     }
     Ok(v["id"].as_str().context("id")?.to_string())
 }
 
 fn found(addr: SocketAddr, key: &str, query: &str, id: &str) -> anyhow::Result<bool> {
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/memories/search",
-        key,
-        &json!({"query": query, "k": 5}),
-    )?;
-    if s != 200 {
-        bail!("search answered {s}: {v}");
-    }
-    Ok(v["hits"]
+    Ok(search_memories(addr, key, query)?["hits"]
         .as_array()
         .is_some_and(|h| h.iter().any(|h| h["memory"]["id"] == id)))
 }

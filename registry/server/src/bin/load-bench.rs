@@ -19,9 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{http, pct, start_server, writer_key};
+use registry_server::bench::{pct, search_memories, start_server, write_memory, writer_key};
 use registry_server::config::Config;
-use serde_json::json;
 
 struct Options {
     memories: usize,
@@ -68,31 +67,11 @@ fn fact(i: usize) -> (String, String) {
 }
 
 fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<()> {
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/memories",
-        key,
-        &json!({"class": "episodic", "content": text}),
-    )?;
-    if !(s == 200 || s == 201) {
-        bail!("write answered {s}: {v}");
-    }
-    Ok(())
+    write_memory(addr, key, text).map(drop)
 }
 
 fn search(addr: SocketAddr, key: &str, query: &str) -> anyhow::Result<()> {
-    let (s, v) = http(
-        addr,
-        "POST",
-        "/v1/memories/search",
-        key,
-        &json!({"query": query, "k": 5}),
-    )?;
-    if s != 200 {
-        bail!("search answered {s}: {v}");
-    }
-    Ok(())
+    search_memories(addr, key, query).map(drop)
 }
 
 struct Round {
