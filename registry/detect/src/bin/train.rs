@@ -11,6 +11,9 @@
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
 //!   e.g. a development set not in the corpus;
 //! - `--no-write` leaves the model files alone;
+//! - `--dump FILE` writes one JSON line per corpus example (text, labels, the train split's
+//!   out-of-fold score and verdict, the test split's under the final model), for trying
+//!   another opinion stacked on the detector without retraining it;
 //! - `--features W,X,C,F,K` compares another feature set (word char n-grams up to W,
 //!   cross-word char n-grams of length X, CJK n-grams up to C, first words F=0/1, concepts
 //!   K=0/1).
@@ -280,6 +283,9 @@ fn main() {
     }
     model.threshold = threshold;
     model.veto = veto;
+    if let Some(file) = value("--dump") {
+        dump(Path::new(file), &all, &ps, &scores, (lt, lv), &model, set);
+    }
     if let Some(dir) = value("--eval") {
         evaluate(Path::new(dir), &model, set, errors);
     }
@@ -347,4 +353,39 @@ fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool) {
     println!("== {} (every split) ==", dir.display());
     print!("{}", lang.render("language"));
     print!("{}", class.render("family / topic"));
+}
+
+/// One line per corpus example, in corpus order: the train split's out-of-fold score and
+/// verdict, the test split's under the final model (for stacking another opinion on top).
+fn dump(
+    file: &Path,
+    all: &[Example],
+    ps: &[Prepared],
+    scores: &[f32],
+    (t, v): (f32, f32),
+    model: &Model,
+    set: FeatureSet,
+) {
+    let mut out = String::new();
+    let mut k = 0;
+    for e in all {
+        let (s, blocked) = if e.split == "train" {
+            let p = &ps[k];
+            k += 1;
+            let d = decide_at(&p.analysis, scores[k - 1], t, v);
+            (scores[k - 1], blocked_as_user_statement(&d, &p.findings))
+        } else {
+            let a = analyse_with(&e.text, set);
+            let s = registry_detect::score(&a, model);
+            let d = decide_at(&a, s, model.threshold, model.veto);
+            (s, blocked_as_user_statement(&d, &scan_sensitive(&e.text)))
+        };
+        out.push_str(
+            &serde_json::json!({"split": e.split, "group": e.group, "attack": e.is_attack(),
+                "class": e.class, "lang": e.lang, "score": s, "blocked": blocked, "text": e.text})
+            .to_string(),
+        );
+        out.push('\n');
+    }
+    std::fs::write(file, out).expect("write --dump");
 }
