@@ -154,6 +154,36 @@ fn run_queries(
     Ok(times)
 }
 
+/// Share of the exact top `k` (by f32 dot product over `rows`) that the index returns.
+fn recall(
+    ix: &dyn VectorIndex,
+    queries: &[Vec<f32>],
+    filter: &VisibilityFilter,
+    rows: &[(String, Vec<f32>)],
+    k: usize,
+) -> Result<f64, String> {
+    let mut found = 0usize;
+    for q in queries {
+        let mut exact: Vec<(f32, &str)> = rows
+            .iter()
+            .map(|(id, v)| {
+                (
+                    v.iter().zip(q).map(|(a, b)| a * b).sum::<f32>(),
+                    id.as_str(),
+                )
+            })
+            .collect();
+        exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let want: std::collections::HashSet<&str> = exact.iter().take(k).map(|e| e.1).collect();
+        let hits = ix.search(q, filter, k).map_err(|e| e.to_string())?;
+        found += hits
+            .iter()
+            .filter(|h| want.contains(h.asset_id.as_str()))
+            .count();
+    }
+    Ok(found as f64 / (queries.len() * k) as f64)
+}
+
 fn report(label: &str, times: &[Duration]) {
     println!(
         "{label}: {} queries, p50 {:.2} ms, p95 {:.2} ms, max {:.2} ms",
@@ -195,6 +225,8 @@ fn scale(args: &Args) -> Result<(), String> {
     let per_tenant = n / tenants;
     let started = Instant::now();
     let mut written = 0usize;
+    // The searched tenant's vectors, for the exact answers that recall is measured against.
+    let mut target: Vec<(String, Vec<f32>)> = vec![];
     for t in 0..tenants {
         let scope = tenant_scope(t);
         let mut i = 0;
@@ -214,6 +246,9 @@ fn scale(args: &Args) -> Result<(), String> {
                 })
                 .collect();
             ix.upsert(&entries).map_err(|e| e.to_string())?;
+            if t == tenants / 2 {
+                target.extend(entries.into_iter().map(|e| (e.keys.asset_id, e.vector)));
+            }
             i += m;
             written += m;
         }
@@ -244,6 +279,11 @@ fn scale(args: &Args) -> Result<(), String> {
     report(
         "search, one tenant's filter",
         &run_queries(&ix, &queries, &one, k)?,
+    );
+    println!(
+        "recall@{k} against an exact scan of the tenant's vectors: {:.4} (over {} queries)",
+        recall(&ix, &queries[..nq.min(50)], &one, &target, k)?,
+        nq.min(50)
     );
     let all = VisibilityFilter {
         scope_keys: (0..tenants).map(tenant_scope).collect(),
