@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod analysis;
+mod filter;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -227,6 +228,8 @@ pub struct TantivyTextIndex {
     /// Commits that took deferred entries and are not yet visible to the reader. A search that
     /// sees neither pending entries nor such a commit reads every write acknowledged before it.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// What each visibility filter admits, per segment (see [`filter`]).
+    filters: std::sync::Arc<filter::FilterCache>,
 }
 
 /// Uncounts a commit of deferred entries when it ends (made visible, or failed and put back).
@@ -380,6 +383,7 @@ impl TantivyTextIndex {
             deferred: Mutex::new(Vec::new()),
             pending: AtomicBool::new(false),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            filters: std::sync::Arc::new(filter::FilterCache::new(filter::MAX_CACHED_BYTES)),
         })
     }
 
@@ -526,7 +530,8 @@ impl TantivyTextIndex {
                 })
                 .collect(),
         ));
-        let mut clauses = vec![(Occur::Must, text)];
+        // The filter's clauses, answered per segment from the cache of admitted documents.
+        let mut clauses = vec![];
         clauses.push((
             Occur::Must,
             any_of(
@@ -577,7 +582,15 @@ impl TantivyTextIndex {
                 ),
             ));
         }
-        Some(Box::new(BooleanQuery::new(clauses)))
+        let admitted = filter::CachedFilter::new(
+            Box::new(BooleanQuery::new(clauses)),
+            format!("{filter:?}"),
+            self.filters.clone(),
+        );
+        Some(Box::new(BooleanQuery::new(vec![
+            (Occur::Must, text),
+            (Occur::Must, Box::new(admitted)),
+        ])))
     }
 
     fn hit_id(&self, searcher: &tantivy::Searcher, addr: DocAddress) -> Result<AssetId> {

@@ -293,6 +293,90 @@ fn keys_with_unusual_characters_filter_exactly() {
     assert!(ix.search("penguin", &f, 5).unwrap().is_empty());
 }
 
+/// The filter's per-segment document sets are kept between searches: asked again and again
+/// with the same filters while documents are added, moved between scopes, deleted and merged,
+/// every answer equals what the reference semantics (`VisibilityFilter::admits`) admit.
+#[test]
+fn a_repeated_filter_follows_every_change_of_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let ix = TantivyTextIndex::open(dir.path()).unwrap();
+    let mut docs: std::collections::BTreeMap<String, IndexKeys> = Default::default();
+    let filters = [
+        filter(&["t:acme"], &["public"], &[], &[]),
+        filter(&["t:acme", "t:acme/u:ann"], &["public", "user:ann"], &[], &[]),
+        filter(&["t:globex"], &["public"], &[], &[]),
+    ];
+    let check = |docs: &std::collections::BTreeMap<String, IndexKeys>, round: usize| {
+        for f in &filters {
+            let mut got: Vec<String> = ix
+                .search("otter", f, 1000)
+                .unwrap()
+                .into_iter()
+                .map(|h| h.asset_id)
+                .collect();
+            got.sort();
+            let want: Vec<String> = docs
+                .values()
+                .filter(|k| f.admits(k))
+                .map(|k| k.asset_id.clone())
+                .collect();
+            assert_eq!(got, want, "round {round}, filter {f:?}");
+        }
+    };
+    let scopes = ["t:acme", "t:acme/u:ann", "t:globex"];
+    let acls = ["public", "user:ann", "user:bob"];
+    for round in 0..12usize {
+        // New documents: a new segment each round.
+        let batch: Vec<TextDoc> = (0..20)
+            .map(|i| {
+                let n = round * 20 + i;
+                let k = keys(
+                    &format!("d{n:04}"),
+                    AssetKind::Memory,
+                    scopes[n % 3],
+                    &[acls[(n / 3) % 3]],
+                    &[],
+                );
+                docs.insert(k.asset_id.clone(), k.clone());
+                TextDoc {
+                    keys: k,
+                    text: format!("otter number {n}"),
+                }
+            })
+            .collect();
+        ix.upsert(&batch).unwrap();
+        check(&docs, round);
+        // Some move to another scope (a re-index replaces the entry), some are deleted.
+        let moved: Vec<TextDoc> = docs
+            .values()
+            .filter(|k| k.asset_id.ends_with('7'))
+            .take(3)
+            .map(|k| {
+                let mut k = k.clone();
+                k.scope_key = scopes[(round + 1) % 3].into();
+                TextDoc {
+                    keys: k,
+                    text: "otter moved".into(),
+                }
+            })
+            .collect();
+        for d in &moved {
+            docs.insert(d.keys.asset_id.clone(), d.keys.clone());
+        }
+        ix.upsert(&moved).unwrap();
+        let gone: Vec<String> = docs.keys().skip(round).step_by(9).cloned().collect();
+        ix.delete(&gone).unwrap();
+        for g in &gone {
+            docs.remove(g);
+        }
+        check(&docs, round);
+        if round % 4 == 3 {
+            ix.compact().unwrap();
+            check(&docs, round);
+        }
+    }
+}
+
 #[test]
 fn deferred_entries_are_seen_by_the_next_search_and_durable_after_a_flush() {
     let dir = tempfile::tempdir().unwrap();
