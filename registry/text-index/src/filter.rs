@@ -281,7 +281,11 @@ mod tests {
         });
         let mut s = BitsDocSet::new(bits.clone());
         assert_eq!(s.seek(2), 3);
-        assert_eq!(s.seek(3), 3, "a seek behind or at the current document stays");
+        assert_eq!(
+            s.seek(3),
+            3,
+            "a seek behind or at the current document stays"
+        );
         assert_eq!(s.seek(100), 191);
         assert_eq!(s.advance(), TERMINATED);
         assert_eq!(s.advance(), TERMINATED);
@@ -304,7 +308,10 @@ mod tests {
         assert!(cache.get(&(seg, "a".into())).is_some());
         cache.put((seg, "c".into()), bits());
         assert_eq!(cache.len(), 2);
-        assert!(cache.get(&(seg, "b".into())).is_none(), "least recently used");
+        assert!(
+            cache.get(&(seg, "b".into())).is_none(),
+            "least recently used"
+        );
         assert!(cache.get(&(seg, "a".into())).is_some());
         cache.put(
             (seg, "big".into()),
@@ -313,6 +320,9 @@ mod tests {
                 count: 0,
             }),
         );
-        assert!(cache.get(&(seg, "big".into())).is_none(), "larger than the cache");
+        assert!(
+            cache.get(&(seg, "big".into())).is_none(),
+            "larger than the cache"
+        );
     }
 }

@@ -303,7 +303,12 @@ fn a_repeated_filter_follows_every_change_of_the_index() {
     let mut docs: std::collections::BTreeMap<String, IndexKeys> = Default::default();
     let filters = [
         filter(&["t:acme"], &["public"], &[], &[]),
-        filter(&["t:acme", "t:acme/u:ann"], &["public", "user:ann"], &[], &[]),
+        filter(
+            &["t:acme", "t:acme/u:ann"],
+            &["public", "user:ann"],
+            &[],
+            &[],
+        ),
         filter(&["t:globex"], &["public"], &[], &[]),
     ];
     let check = |docs: &std::collections::BTreeMap<String, IndexKeys>, round: usize| {
