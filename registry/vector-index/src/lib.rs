@@ -327,30 +327,13 @@ fn int8_top(
     rows: std::ops::Range<usize>,
     keep: usize,
 ) -> Vec<(OrdF32, usize)> {
-    let dim = qq.len();
-    let mut approx: BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>> =
-        BinaryHeap::with_capacity(keep + 1);
-    let (start, end) = (rows.start, rows.end);
-    for (i, (v, &label)) in part.q8[start * dim..end * dim]
-        .chunks_exact(dim)
-        .zip(&part.labels[start..end])
-        .enumerate()
-    {
-        if !admitted[label as usize] {
-            continue;
-        }
-        let row = start + i;
-        let score = dot_i8(qq, v) as f32 * q_scale * part.scales[row];
-        let item = std::cmp::Reverse((OrdF32(score), row));
-        if approx.len() < keep {
-            approx.push(item);
-        } else if let Some(mut worst) = approx.peek_mut()
-            && item < *worst
-        {
-            *worst = item;
-        }
-    }
-    approx.into_iter().map(|std::cmp::Reverse(c)| c).collect()
+    best_int8(
+        part,
+        rows.filter(|row| admitted[part.labels[*row] as usize]),
+        qq,
+        q_scale,
+        keep,
+    )
 }
 
 /// The int8 pass over the given rows only: the best `keep` by approximate score.
@@ -361,10 +344,21 @@ fn int8_rows(
     q_scale: f32,
     keep: usize,
 ) -> Vec<(OrdF32, usize)> {
+    best_int8(part, rows.iter().copied(), qq, q_scale, keep)
+}
+
+/// The best `keep` of `rows` by their int8 score against `qq`.
+fn best_int8(
+    part: &Partition,
+    rows: impl Iterator<Item = usize>,
+    qq: &[i8],
+    q_scale: f32,
+    keep: usize,
+) -> Vec<(OrdF32, usize)> {
     let dim = qq.len();
     let mut approx: BinaryHeap<std::cmp::Reverse<(OrdF32, usize)>> =
         BinaryHeap::with_capacity(keep + 1);
-    for &row in rows {
+    for row in rows {
         let v = &part.q8[row * dim..(row + 1) * dim];
         let item = std::cmp::Reverse((
             OrdF32(dot_i8(qq, v) as f32 * q_scale * part.scales[row]),
