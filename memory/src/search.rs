@@ -253,7 +253,7 @@ impl MemoryService {
             as_of,
             query_l: normalise(&req.query),
             window: crate::temporal::resolve(&req.query, as_of),
-            rare: rare_query_tokens(&req.query, &recs),
+            rare: rare_query_tokens(&req.query, admitted.iter().map(|(_, b, _)| b)),
             speakers: named_speakers(&req.query, admitted.iter().map(|(_, b, _)| b)),
             want_entities: &gate.want_entities,
             max_text,
@@ -565,15 +565,13 @@ impl MemoryService {
     }
 }
 
-/// The query's identity tokens that at most [`RARE_TOKEN_MAX_HITS`] candidates hold.
-fn rare_query_tokens(query: &str, recs: &[registry_core::asset::AssetRecord]) -> Vec<String> {
+/// The query's identity tokens that at most [`RARE_TOKEN_MAX_HITS`] admitted candidates hold.
+fn rare_query_tokens<'a>(query: &str, bodies: impl Iterator<Item = &'a MemoryBody>) -> Vec<String> {
     let tokens = crate::identity::identity_tokens(query);
     if tokens.is_empty() {
         return vec![];
     }
-    let holders: Vec<std::collections::BTreeSet<String>> = recs
-        .iter()
-        .filter_map(MemoryBody::from_record)
+    let holders: Vec<std::collections::BTreeSet<String>> = bodies
         .map(|b| crate::identity::identity_tokens(&b.index_text()))
         .collect();
     tokens
