@@ -1025,21 +1025,19 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_int8_pass_keeps_the_same_rows_on_any_number_of_threads() {
-        let dim = 24;
+    /// `n` deterministic vectors in partition `s`, every `hidden`-th one not public, repeating
+    /// after `period` rows so that equal scores must be broken the same way on every split.
+    fn spread(dim: usize, n: usize, period: usize, hidden: usize) -> Mem {
         let mut mem = Mem {
             dim,
             partitions: HashMap::new(),
             slots: HashMap::new(),
         };
-        // A deterministic spread of vectors, some labels not admitted, and repeated rows so that
-        // equal scores must be broken the same way on every split.
-        for i in 0..5000usize {
+        for i in 0..n {
             let v: Vec<f32> = (0..dim)
-                .map(|j| (((i % 1700) * 31 + j * 17) % 97) as f32 / 97.0 - 0.5)
+                .map(|j| (((i % period) * 31 + j * 17) % 97) as f32 / 97.0 - 0.5)
                 .collect();
-            let acl = if i % 7 == 0 { "hidden" } else { "public" };
+            let acl = if i % hidden == 0 { "hidden" } else { "public" };
             mem.insert(
                 &IndexKeys {
                     asset_id: format!("a{i:05}"),
@@ -1051,12 +1049,23 @@ mod tests {
                 &v,
             );
         }
-        let part = &mem.partitions["s"];
-        let admitted: Vec<bool> = part
-            .label_keys
+        mem
+    }
+
+    /// Which labels of `part` a filter for public entries admits.
+    fn public_only(part: &Partition) -> Vec<bool> {
+        part.label_keys
             .iter()
             .map(|l| l.acl_keys == ["public"])
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_int8_pass_keeps_the_same_rows_on_any_number_of_threads() {
+        let dim = 24;
+        let mem = spread(dim, 5000, 1700, 7);
+        let part = &mem.partitions["s"];
+        let admitted = public_only(part);
         let q: Vec<f32> = (0..dim).map(|j| (j as f32 * 0.37).sin()).collect();
         let mut qq = Vec::new();
         let scale = quantise(&q, &mut qq);
@@ -1081,33 +1090,9 @@ mod tests {
     #[test]
     fn the_one_bit_pass_keeps_at_least_the_pool_and_the_same_rows_on_any_number_of_threads() {
         let dim = 130; // three words, the last one partial
-        let mut mem = Mem {
-            dim,
-            partitions: HashMap::new(),
-            slots: HashMap::new(),
-        };
-        for i in 0..6000usize {
-            let v: Vec<f32> = (0..dim)
-                .map(|j| (((i % 2100) * 37 + j * 11) % 101) as f32 / 101.0 - 0.5)
-                .collect();
-            let acl = if i % 5 == 0 { "hidden" } else { "public" };
-            mem.insert(
-                &IndexKeys {
-                    asset_id: format!("a{i:05}"),
-                    kind: AssetKind::Chunk,
-                    scope_key: "s".into(),
-                    acl_keys: vec![acl.into()],
-                    tags: vec![],
-                },
-                &v,
-            );
-        }
+        let mem = spread(dim, 6000, 2100, 5);
         let part = &mem.partitions["s"];
-        let admitted: Vec<bool> = part
-            .label_keys
-            .iter()
-            .map(|l| l.acl_keys == ["public"])
-            .collect();
+        let admitted = public_only(part);
         let q: Vec<f32> = (0..dim).map(|j| (j as f32 * 0.29).cos()).collect();
         let code = QueryCode::new(&q);
         let one = binary_pass(part, &admitted, &code, 400, 1);
