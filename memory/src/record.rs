@@ -224,7 +224,8 @@ pub struct MemoryBody {
 
 impl MemoryBody {
     pub fn from_record(r: &AssetRecord) -> Option<MemoryBody> {
-        serde_json::from_value(r.body.clone()).ok()
+        // Read from the stored value in place: no deep copy of it first.
+        MemoryBody::deserialize(&r.body).ok()
     }
 
     /// The text that is embedded: the speaker and the content.
