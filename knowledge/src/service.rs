@@ -311,7 +311,8 @@ struct ChunkBody {
 }
 
 fn parse_body<T: serde::de::DeserializeOwned>(r: &AssetRecord) -> Result<T> {
-    serde_json::from_value(r.body.clone()).map_err(|e| {
+    // Read from the stored value in place: no deep copy of it first.
+    T::deserialize(&r.body).map_err(|e| {
         Error::Core(registry_core::CoreError::backend(
             "knowledge",
             format!("asset {} has a malformed body: {e}", r.meta.id),
