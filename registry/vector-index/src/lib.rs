@@ -230,26 +230,7 @@ fn binary_pass(
         );
         (hist, scores)
     };
-    // Per share of the rows: the rows, and their histogram and scores.
-    type Share = (std::ops::Range<usize>, (Vec<u32>, Vec<i32>));
-    let shares: Vec<Share> = if threads <= 1 {
-        vec![(0..rows, score_range(0..rows))]
-    } else {
-        let share = rows.div_ceil(threads);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let range = (t * share).min(rows)..((t + 1) * share).min(rows);
-                    let score_range = &score_range;
-                    s.spawn(move || (range.clone(), score_range(range)))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a scan thread does not panic"))
-                .collect()
-        })
-    };
+    let shares = on_shares(rows, threads, score_range);
     let mut hist = vec![0u32; bins];
     for (_, (h, _)) in &shares {
         for (a, b) in hist.iter_mut().zip(h) {
@@ -295,24 +276,12 @@ fn int8_pass(
     keep: usize,
     threads: usize,
 ) -> Vec<(OrdF32, usize)> {
-    let rows = part.ids.len();
-    let mut all = if threads <= 1 {
-        int8_top(part, admitted, qq, q_scale, 0..rows, keep)
-    } else {
-        let share = rows.div_ceil(threads);
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let range = (t * share).min(rows)..((t + 1) * share).min(rows);
-                    s.spawn(move || int8_top(part, admitted, qq, q_scale, range, keep))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("a scan thread does not panic"))
-                .collect::<Vec<_>>()
-        })
-    };
+    let mut all: Vec<(OrdF32, usize)> = on_shares(part.ids.len(), threads, |range| {
+        int8_top(part, admitted, qq, q_scale, range, keep)
+    })
+    .into_iter()
+    .flat_map(|(_, top)| top)
+    .collect();
     all.sort_unstable_by(|a, b| b.cmp(a));
     all.truncate(keep);
     all
@@ -373,6 +342,32 @@ fn best_int8(
         }
     }
     approx.into_iter().map(|std::cmp::Reverse(c)| c).collect()
+}
+
+/// `f` over `rows` rows split into `threads` consecutive shares, each on a thread of its own
+/// (on this one when `threads` is 1): each share's range with its answer, in row order.
+fn on_shares<T: Send>(
+    rows: usize,
+    threads: usize,
+    f: impl Fn(std::ops::Range<usize>) -> T + Sync,
+) -> Vec<(std::ops::Range<usize>, T)> {
+    if threads <= 1 {
+        return vec![(0..rows, f(0..rows))];
+    }
+    let share = rows.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let range = (t * share).min(rows)..((t + 1) * share).min(rows);
+                s.spawn(move || (range.clone(), f(range)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a scan thread does not panic"))
+            .collect()
+    })
 }
 
 /// `v` as int8 with one scale per row: `v[i] ≈ q[i] * scale`.
