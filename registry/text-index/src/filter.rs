@@ -11,7 +11,8 @@
 //! kept, keyed by the segment and the filter's exact terms.
 //!
 //! The cache holds document numbers only, never text, and is bounded by [`MAX_CACHED_BYTES`]
-//! (least recently used first out). A merged-away segment's sets are never asked for again and
+//! (least recently used first out), keys included: many distinct filters over many small
+//! segments cannot grow it past the bound. A merged-away segment's sets are never asked for again and
 //! age out.
 
 use std::fmt;
@@ -39,6 +40,15 @@ impl Bits {
 }
 
 type Key = (tantivy::index::SegmentId, Arc<str>);
+
+/// What an entry costs the bound: its bits, its key (counted whole for every entry, though
+/// entries of one filter share it) and the map's bookkeeping.
+fn cost(key: &Key, bits: &Bits) -> usize {
+    bits.bytes() + key.1.len() + ENTRY_OVERHEAD
+}
+
+/// Bytes of an entry besides its bits and key text (segment id, pointers, list links).
+const ENTRY_OVERHEAD: usize = 96;
 
 /// Bit sets by segment and filter, least recently used first out.
 pub(crate) struct FilterCache {
@@ -78,17 +88,17 @@ impl FilterCache {
 
     fn put(&self, key: Key, bits: Arc<Bits>) {
         let mut g = self.inner.lock();
-        let add = bits.bytes();
+        let add = cost(&key, &bits);
         if add > self.max_bytes {
             return;
         }
-        if let Some(old) = g.map.put(key, bits) {
-            g.bytes -= old.bytes();
+        if let Some((k, old)) = g.map.push(key, bits) {
+            g.bytes -= cost(&k, &old);
         }
         g.bytes += add;
         while g.bytes > self.max_bytes {
             match g.map.pop_lru() {
-                Some((_, old)) => g.bytes -= old.bytes(),
+                Some((k, old)) => g.bytes -= cost(&k, &old),
                 None => break,
             }
         }
@@ -295,7 +305,8 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_within_its_bytes_least_recently_used_out() {
-        let cache = FilterCache::new(16);
+        // Room for two one-word entries with one-letter keys, not three.
+        let cache = FilterCache::new(2 * (8 + 1 + ENTRY_OVERHEAD) + 10);
         let seg = tantivy::index::SegmentId::generate_random();
         let bits = || {
             Arc::new(Bits {
@@ -316,7 +327,7 @@ mod tests {
         cache.put(
             (seg, "big".into()),
             Arc::new(Bits {
-                words: vec![0; 3],
+                words: vec![0; 40],
                 count: 0,
             }),
         );
@@ -324,5 +335,26 @@ mod tests {
             cache.get(&(seg, "big".into())).is_none(),
             "larger than the cache"
         );
+    }
+
+    #[test]
+    fn many_long_filters_over_small_segments_stay_within_the_bound() {
+        let max = 64 << 10;
+        let cache = FilterCache::new(max);
+        for i in 0..10_000 {
+            let key = format!("{i:05}{}", "k".repeat(1000));
+            cache.put(
+                (tantivy::index::SegmentId::generate_random(), key.into()),
+                Arc::new(Bits {
+                    words: vec![1],
+                    count: 1,
+                }),
+            );
+            assert!(cache.inner.lock().bytes <= max);
+        }
+        let g = cache.inner.lock();
+        let counted: usize = g.map.iter().map(|(k, b)| cost(k, b)).sum();
+        assert_eq!(counted, g.bytes, "the count matches what is held");
+        assert!(g.map.len() < max / 1000);
     }
 }
