@@ -1,8 +1,10 @@
 //! What the bench binaries share (behind the `bench` feature): a registry served in-process on
-//! a loopback port, plain HTTP/1.1 requests to it as a harness would make them, percentiles.
+//! a loopback port, plain HTTP/1.1 requests to it as a harness would make them, percentiles,
+//! flags and the shared data's BEIR sets.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::Value;
@@ -172,4 +174,30 @@ pub fn writer_key(state: &AppState) -> anyhow::Result<String> {
         },
     )?;
     Ok(secret)
+}
+
+/// The value after flag `name` in `args`.
+pub fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// A BEIR-layout set (`corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv`) under the shared data
+/// (`REGISTRY_SHARED_DATA`, else `../shared/data` beside the checkout).
+pub fn data_root(dataset: &str) -> PathBuf {
+    std::env::var_os("REGISTRY_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
+        .join(dataset)
+}
+
+/// Every non-blank line of a JSON Lines file.
+pub fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
+    let body = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    Ok(body
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?)
 }

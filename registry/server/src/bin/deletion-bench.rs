@@ -28,6 +28,7 @@ use registry_core::store::WriteOp;
 use registry_core::{Scope, SourceKind};
 use registry_knowledge::IngestRequest;
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
+use registry_server::bench::arg;
 use registry_server::config::Config;
 use registry_server::state::AppState;
 
@@ -51,12 +52,6 @@ const FACTS: &[&str] = &[
     "is blocked by a flaky integration test",
     "asked about the holiday calendar",
 ];
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
 
 fn num(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
     Ok(arg(args, name)

@@ -23,30 +23,9 @@ use registry_core::principal::{Principal, Role};
 use registry_core::store::AssetQuery;
 use registry_knowledge::service::{FusionKind, SearchLegs};
 use registry_knowledge::{IngestRequest, SearchRequest};
+use registry_server::bench::{arg, data_root, read_jsonl};
 use registry_server::config::Config;
 use registry_server::state::AppState;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// A BEIR-layout set (`corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv`) under the shared data.
-fn data_root(dataset: &str) -> PathBuf {
-    std::env::var_os("REGISTRY_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
-        .join(dataset)
-}
-
-fn read_jsonl(path: &PathBuf) -> anyhow::Result<Vec<serde_json::Value>> {
-    Ok(std::fs::read_to_string(path)?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()?)
-}
 
 fn ndcg_at_10(ranked: &[String], rel: &HashSet<String>) -> f64 {
     let dcg: f64 = ranked

@@ -13,24 +13,8 @@ use std::time::Instant;
 use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, VectorEntry, VectorIndex, VisibilityFilter};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
-use registry_server::bench::pct;
+use registry_server::bench::{arg, data_root, pct, read_jsonl};
 use registry_vector_index::EmbeddedVectorIndex;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn read_jsonl(path: &PathBuf) -> anyhow::Result<Vec<serde_json::Value>> {
-    std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| Ok(serde_json::from_str(l)?))
-        .collect()
-}
 
 /// Sentences of at least 20 bytes, cut after `.`, `?` or `!` followed by a space.
 fn sentences(text: &str) -> Vec<String> {
@@ -77,8 +61,7 @@ fn main() -> anyhow::Result<()> {
     let model: ModelChoice = arg(&args, "--embed-model")
         .map_or(Ok(ModelChoice::default()), |s| s.parse())
         .map_err(anyhow::Error::msg)?;
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-    let root = root.join(&dataset);
+    let root = data_root(&dataset);
     let embedder = OnnxEmbedder::new(EmbedderConfig {
         model,
         query_cache: 0,
