@@ -108,6 +108,118 @@ fn migrates_an_empty_directory_and_reopens_an_existing_one() {
     assert_eq!(s.get(&rec.meta.id).unwrap().unwrap().body, rec.body);
 }
 
+/// A store written before migration 0008 (its large tables WITHOUT ROWID) keeps every row, key,
+/// constraint and guard when opened, loses the layout, and is compacted.
+#[test]
+fn a_store_from_before_0008_is_rewritten_as_rowid_tables_and_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    // Bodies over a page: the rows that made the old layout slow.
+    let recs: Vec<AssetRecord> = (0..200)
+        .map(|i| record(&format!("fact {i} {}", "x".repeat(5000)), "acme"))
+        .collect();
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        for (i, (_, sql)) in registry_store_sqlite::MIGRATIONS.iter().take(7).enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.pragma_update(None, "user_version", (i + 1) as i64)
+                .unwrap();
+        }
+        for r in &recs {
+            let m = &r.meta;
+            conn.execute(
+                "INSERT INTO assets (id, version, kind, tenant, scope_key, owner, status,
+                    lookup_key, content_hash, created_at, expires_at, is_head, meta, body)
+                 VALUES (?1, ?2, 'memory', ?3, ?4, ?5, ?6, ?7, ?8, '2026-01-01T00:00:00Z', NULL,
+                    1, ?9, ?10)",
+                rusqlite::params![
+                    m.id,
+                    m.version,
+                    m.scope.tenant,
+                    m.scope.key(),
+                    m.owner,
+                    m.status.as_str(),
+                    r.lookup_key,
+                    m.content_hash,
+                    serde_json::to_string(m).unwrap(),
+                    serde_json::to_string(&r.body).unwrap(),
+                ],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO idempotency VALUES ('acme', 'k1', 'h1', '{\"ok\":true}', '2026-01-01')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO context_manifests VALUES ('m1', 'acme', 'ann', '2026-01-01', '{}')",
+            [],
+        )
+        .unwrap();
+        // Free pages in the old file: a purge that VACUUM has not yet reclaimed.
+        conn.execute("DELETE FROM assets WHERE id = ?1", [&recs[0].meta.id])
+            .unwrap();
+    }
+    let s = open(dir.path());
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert!(s.get(&recs[0].meta.id).unwrap().is_none());
+    for r in &recs[1..] {
+        let got = s.get(&r.meta.id).unwrap().expect("kept");
+        assert_eq!(got.body, r.body);
+        assert_eq!(got.meta.id, r.meta.id);
+    }
+    assert_eq!(
+        s.idempotent_response("acme", "k1").unwrap(),
+        Some(("h1".to_string(), serde_json::json!({"ok": true})))
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for table in ["assets", "context_manifests", "idempotency"] {
+        let sql: String = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(!sql.contains("WITHOUT ROWID"), "{table}: {sql}");
+    }
+    let free: i64 = conn
+        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(free, 0, "compacted after the rewrite");
+    let indexes: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'assets'
+               AND name LIKE 'assets_%'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 7, "every index of the old table");
+    // The guards and the key came along.
+    let err = conn
+        .execute(
+            "UPDATE assets SET body = '{}' WHERE id = ?1",
+            [&recs[1].meta.id],
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("immutable"), "{err}");
+    assert!(
+        conn.execute("UPDATE context_manifests SET manifest = 'x'", [])
+            .is_err()
+    );
+    assert!(
+        conn.execute(
+            "INSERT INTO assets SELECT * FROM assets WHERE id = ?1",
+            [&recs[1].meta.id]
+        )
+        .is_err(),
+        "(id, version) stays unique"
+    );
+}
+
 #[test]
 fn purge_removes_the_bytes_from_every_file() {
     let dir = tempfile::tempdir().unwrap();
