@@ -7,9 +7,13 @@
 //! for a user statement. The test split is never read here.
 //!
 //! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
+//! The chosen threshold must keep, cross-validated, at least 97% of the legitimate examples
+//! outside the hard topics (`hard_negative`, `ai_discussion`) and at least 90% of those.
+//!
 //! - `--errors` lists the train examples that cross-validation gets wrong;
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
-//!   e.g. a development set not in the corpus;
+//!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
+//!   the veto of `--at T,V` or the chosen one);
 //! - `--no-write` leaves the model files alone;
 //! - `--dump FILE` writes one JSON line per corpus example (text, labels, the train split's
 //!   out-of-fold score and verdict, the test split's under the final model), for trying
@@ -25,11 +29,13 @@ use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_stat
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
 
 const FOLDS: u64 = 5;
-/// The cross-validated kept rate a threshold must reach; among those, the highest block rate.
-const MIN_KEPT: f64 = 0.975;
-/// Vetoes compared (0: every rule verdict stands).
-const VETOES: [f32; 14] = [
-    0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9,
+/// The cross-validated kept rate a threshold must reach (the floor); among those, the
+/// highest block rate. (0.975 until the b17–b19 hard negatives, which no choice keeps at
+/// 97.5%.)
+const MIN_KEPT: f64 = 0.97;
+/// Vetoes compared (0: every rule verdict stands; 1.01: only the structural ones do).
+const VETOES: [f32; 15] = [
+    0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.01,
 ];
 
 fn fold_of(group: &str) -> u64 {
@@ -59,12 +65,38 @@ impl Prepared<'_> {
 }
 
 fn tally(ps: &[Prepared], scores: &[f32], threshold: f32, veto: f32) -> Tally {
-    let mut t = Tally::default();
+    split_tally(ps, scores, threshold, veto).0
+}
+
+/// Legitimate topics written to look like attacks (people discussing injections, quoted
+/// payloads, "ignore the previous email"): a sixth of the legitimate train split, far more than
+/// of the memories people write, so their kept rate has a floor of its own.
+const HARD_TOPICS: &[&str] = &["hard_negative", "ai_discussion"];
+/// The cross-validated kept rate of [`HARD_TOPICS`] a threshold must also reach.
+const MIN_KEPT_HARD: f64 = 0.90;
+
+/// Every example, and the legitimate ones of [`HARD_TOPICS`] alone.
+fn split_tally(ps: &[Prepared], scores: &[f32], threshold: f32, veto: f32) -> (Tally, Tally) {
+    let (mut t, mut hard) = (Tally::default(), Tally::default());
     for (p, s) in ps.iter().zip(scores) {
         let d = decide_at(&p.analysis, *s, threshold, veto);
-        t.add(p.ex.is_attack(), blocked_as_user_statement(&d, &p.findings));
+        let blocked = blocked_as_user_statement(&d, &p.findings);
+        t.add(p.ex.is_attack(), blocked);
+        if !p.ex.is_attack() && HARD_TOPICS.contains(&p.ex.class.as_str()) {
+            hard.add(false, blocked);
+        }
     }
-    t
+    (t, hard)
+}
+
+/// The kept floors: every legitimate example except the hard topics, and the hard topics.
+fn keeps_enough(all: &Tally, hard: &Tally) -> bool {
+    let ordinary = Tally {
+        legit: all.legit - hard.legit,
+        kept: all.kept - hard.kept,
+        ..Tally::default()
+    };
+    ordinary.kept_rate() >= MIN_KEPT && hard.kept_rate() >= MIN_KEPT_HARD
 }
 
 /// Out-of-fold scores for every example.
@@ -86,34 +118,52 @@ fn cross_validate(ps: &[Prepared], cfg: TrainConfig) -> Vec<f32> {
     scores
 }
 
-/// The threshold and veto with the highest block rate among those keeping at least
-/// `MIN_KEPT`, preferring the smaller veto; the threshold in the middle of the best plateau, so
-/// that the choice does not sit on an edge.
-fn choose_threshold(ps: &[Prepared], scores: &[f32]) -> (f32, f32, Tally) {
+/// The threshold and veto with the highest block rate among those that keep enough (both
+/// floors of [`keeps_enough`]), preferring the smaller veto; the threshold in the middle of the
+/// best plateau, so that the choice does not sit on an edge. The last field says whether the
+/// floors were met.
+fn choose_threshold(ps: &[Prepared], scores: &[f32]) -> (f32, f32, Tally, bool) {
     let grid: Vec<f32> = (5..=99).map(|i| i as f32 / 100.0).collect();
-    let ok = |t: &Tally| t.kept_rate() >= MIN_KEPT;
     let mut best: Option<(f32, f32, Tally)> = None;
     for veto in VETOES {
-        let tallies: Vec<Tally> = grid.iter().map(|t| tally(ps, scores, *t, veto)).collect();
-        let Some(b) = tallies.iter().filter(|t| ok(t)).map(|t| t.blocked).max() else {
+        let split: Vec<(Tally, Tally)> = grid
+            .iter()
+            .map(|t| split_tally(ps, scores, *t, veto))
+            .collect();
+        let ok: Vec<usize> = (0..grid.len())
+            .filter(|&i| keeps_enough(&split[i].0, &split[i].1))
+            .collect();
+        let Some(b) = ok.iter().map(|&i| split[i].0.blocked).max() else {
             continue;
         };
-        let plateau: Vec<usize> = (0..grid.len())
-            .filter(|&i| ok(&tallies[i]) && tallies[i].blocked == b)
+        let plateau: Vec<usize> = ok
+            .into_iter()
+            .filter(|&i| split[i].0.blocked == b)
             .collect();
         let i = plateau[plateau.len() / 2];
+        let t = split[i].0;
         if best
             .as_ref()
-            .is_none_or(|(_, _, t)| (tallies[i].blocked, tallies[i].kept) > (t.blocked, t.kept))
+            .is_none_or(|(_, _, x)| (t.blocked, t.kept) > (x.blocked, x.kept))
         {
-            best = Some((grid[i], veto, tallies[i]));
+            best = Some((grid[i], veto, t));
         }
     }
-    // Nothing keeps enough: the most conservative choice.
-    best.unwrap_or_else(|| {
-        let t = tally(ps, scores, 0.95, 0.2);
-        (0.95, 0.2, t)
-    })
+    if let Some((t, v, x)) = best {
+        return (t, v, x, true);
+    }
+    // Nothing keeps enough: the choice that keeps most (then blocks most).
+    let mut all = vec![];
+    for veto in VETOES {
+        for t in &grid {
+            all.push((*t, veto, tally(ps, scores, *t, veto)));
+        }
+    }
+    let (t, v, x) = all
+        .into_iter()
+        .max_by_key(|(_, _, x)| (x.kept, x.blocked))
+        .expect("a grid");
+    (t, v, x, false)
 }
 
 fn parse_features(s: &str) -> FeatureSet {
@@ -170,7 +220,7 @@ fn main() {
         100.0 * rules_only.block_rate(),
         100.0 * rules_only.kept_rate()
     );
-    let mut best: Option<(TrainConfig, f32, f32, Tally, Vec<f32>)> = None;
+    let mut best: Option<(TrainConfig, f32, f32, Tally, Vec<f32>, bool)> = None;
     let l2s: Vec<f32> = value("--l2").map_or(vec![1e-5, 1e-4, 1e-3], |s| {
         s.split(',').map(|x| x.parse().expect("--l2 A,B")).collect()
     });
@@ -187,23 +237,23 @@ fn main() {
                 ..TrainConfig::default()
             };
             let scores = cross_validate(&ps, cfg);
-            let (t, v, tal) = choose_threshold(&ps, &scores);
+            let (t, v, tal, enough) = choose_threshold(&ps, &scores);
             println!(
                 "l2 {l2:<7} epochs {epochs:<3} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}%",
                 100.0 * tal.block_rate(),
                 100.0 * tal.kept_rate()
             );
             // A configuration that keeps enough beats one that does not, whatever it blocks.
-            let key = |t: &Tally| (t.kept_rate() >= MIN_KEPT, t.blocked, t.kept);
+            let key = |enough: bool, t: &Tally| (enough, t.blocked, t.kept);
             let better = best
                 .as_ref()
-                .is_none_or(|(_, _, _, b, _)| key(&tal) > key(b));
+                .is_none_or(|(_, _, _, b, _, e)| key(enough, &tal) > key(*e, b));
             if better {
-                best = Some((cfg, t, v, tal, scores));
+                best = Some((cfg, t, v, tal, scores, enough));
             }
         }
     }
-    let (cfg, threshold, veto, cv, scores) = best.expect("a configuration");
+    let (cfg, threshold, veto, cv, scores, _) = best.expect("a configuration");
     println!(
         "chosen: l2 {} epochs {} threshold {threshold:.2} veto {veto:.2}  CV block {:.1}%  kept {:.1}%",
         cfg.l2,
@@ -287,7 +337,13 @@ fn main() {
         dump(Path::new(file), &all, &ps, &scores, (lt, lv), &model, set);
     }
     if let Some(dir) = value("--eval") {
-        evaluate(Path::new(dir), &model, set, errors);
+        evaluate(
+            Path::new(dir),
+            &model,
+            set,
+            errors,
+            flag("--curve").then_some(lv),
+        );
     }
     if !write {
         return;
@@ -311,6 +367,8 @@ fn main() {
             "folds": FOLDS,
             "by": "group",
             "min_kept": MIN_KEPT,
+            "min_kept_hard": MIN_KEPT_HARD,
+            "hard_topics": HARD_TOPICS,
             "block_rate": cv.block_rate(),
             "kept_rate": cv.kept_rate(),
         },
@@ -327,7 +385,7 @@ fn main() {
 }
 
 /// Figures of `model` on every example of the corpus in `dir`, whatever its split.
-fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool) {
+fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool, curve: Option<f32>) {
     let ex = corpus::load(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let (mut lang, mut class) = (Report::default(), Report::default());
     for e in &ex {
@@ -353,6 +411,32 @@ fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool) {
     println!("== {} (every split) ==", dir.display());
     print!("{}", lang.render("language"));
     print!("{}", class.render("family / topic"));
+    if let Some(veto) = curve {
+        let scored: Vec<(Analysis, f32, Vec<FindingKind>, bool)> = ex
+            .iter()
+            .map(|e| {
+                let a = analyse_with(&e.text, set);
+                let s = registry_detect::score(&a, model);
+                (a, s, scan_sensitive(&e.text), e.is_attack())
+            })
+            .collect();
+        let line: Vec<String> = [0.5f32, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.99]
+            .iter()
+            .map(|t| {
+                let mut x = Tally::default();
+                for (a, s, f, attack) in &scored {
+                    let d = decide_at(a, *s, *t, veto);
+                    x.add(*attack, blocked_as_user_statement(&d, f));
+                }
+                format!(
+                    "t{t:.2} {:.1}/{:.1}",
+                    100.0 * x.block_rate(),
+                    100.0 * x.kept_rate()
+                )
+            })
+            .collect();
+        println!("curve (veto {veto:.2}): {}", line.join("  "));
+    }
 }
 
 /// One line per corpus example, in corpus order: the train split's out-of-fold score and
