@@ -341,6 +341,13 @@ const SCHEMATHESIS_MAX_EXAMPLES: &str = "20";
 /// no 5xx, statuses, content types and bodies as documented, invalid data refused.
 #[test]
 fn schemathesis_finds_nothing() {
+    // The server runs in this process: its warnings and errors (the cause behind a 500's
+    // request id) are printed with the test's output when it fails. A DELETE of a document
+    // answered 500 once in a full-suite run (2026-12-02) and never when run again.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("warn")
+        .try_init();
     let app = TestApp::start();
     let admin = app.key("acme", "ann", &["writer", "reviewer", "admin"], &[]);
     // Something to find, so that reads answer with bodies and not only 404s.
