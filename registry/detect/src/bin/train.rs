@@ -6,10 +6,10 @@
 //! both sides of a fold), on the whole detector (rules + classifier) as the gate would use it
 //! for a user statement. The test split is never read here.
 //!
-//! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
 //! The chosen threshold must keep, cross-validated, at least 97% of the legitimate examples
 //! outside the hard topics (`hard_negative`, `ai_discussion`) and at least 90% of those.
 //!
+//! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
 //! - `--errors` lists the train examples that cross-validation gets wrong;
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
 //!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
@@ -29,9 +29,9 @@ use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_stat
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
 
 const FOLDS: u64 = 5;
-/// The cross-validated kept rate a threshold must reach (the floor); among those, the
-/// highest block rate. (0.975 until the b17–b19 hard negatives, which no choice keeps at
-/// 97.5%.)
+/// The cross-validated kept rate of the legitimate examples outside [`HARD_TOPICS`] a threshold
+/// must reach (the floor); among those, the highest block rate. (Until the b17–b19
+/// hard negatives: 97.5% of every legitimate example, which no choice reaches now.)
 const MIN_KEPT: f64 = 0.97;
 /// Vetoes compared (0: every rule verdict stands; 1.01: only the structural ones do).
 const VETOES: [f32; 15] = [
@@ -69,7 +69,7 @@ fn tally(ps: &[Prepared], scores: &[f32], threshold: f32, veto: f32) -> Tally {
 }
 
 /// Legitimate topics written to look like attacks (people discussing injections, quoted
-/// payloads, "ignore the previous email"): a sixth of the legitimate train split, far more than
+/// payloads, "ignore the previous email"): over a quarter of the legitimate train split, far more than
 /// of the memories people write, so their kept rate has a floor of its own.
 const HARD_TOPICS: &[&str] = &["hard_negative", "ai_discussion"];
 /// The cross-validated kept rate of [`HARD_TOPICS`] a threshold must also reach.
