@@ -1,6 +1,8 @@
 //! `SqliteStore`: the embedded implementation of `AssetStore` and `KeyStore`.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -46,6 +48,114 @@ pub struct SqliteStore {
     audit_key: Option<AuditKey>,
     /// Retrievals waiting for `flush_usage` (see `crate::ops`).
     pub(crate) retrievals: Mutex<Vec<(String, DateTime<Utc>)>>,
+    /// Last field: dropped after the other connections, so that its final checkpoint sees
+    /// every commit.
+    checkpointer: Checkpointer,
+}
+
+/// WAL pages after which a commit checkpoints inline, on the committing write. The background
+/// checkpointer keeps the WAL far below this; the limit only bounds the WAL if it falls behind
+/// (a reader holding an old snapshot, a failing disk).
+const INLINE_CHECKPOINT_PAGES: i64 = 16_384;
+
+/// How long the checkpointer gathers commits before it checkpoints them together.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(200);
+
+#[derive(Default)]
+struct CheckpointState {
+    /// Commits since the last checkpoint.
+    commits: u64,
+    stop: bool,
+}
+
+type CheckpointSignal = Arc<(std::sync::Mutex<CheckpointState>, Condvar)>;
+
+/// Copies committed WAL frames into the main file on its own thread and connection.
+///
+/// SQLite's default is to checkpoint on the commit that crosses 1000 WAL pages: that write
+/// then copies the pages and fsyncs the main file, a tail of tens of milliseconds on a large
+/// database. Here a `PASSIVE` checkpoint runs beside the writer instead (it never blocks the
+/// writer or a reader), at most every `CHECKPOINT_EVERY` while there are new commits. A commit
+/// is durable when the WAL's fsync returns, before and independently of any checkpoint, so the
+/// kill -9 guarantee is unchanged.
+struct Checkpointer {
+    signal: CheckpointSignal,
+    /// Held while a checkpoint runs, so that an explicit `TRUNCATE` (erasure) never races the
+    /// background one and reports busy.
+    running: Arc<Mutex<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path) -> StoreResult<Self> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        let signal: CheckpointSignal = Arc::default();
+        let running = Arc::new(Mutex::new(()));
+        let thread = std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn({
+                let signal = Arc::clone(&signal);
+                let running = Arc::clone(&running);
+                move || checkpoint_loop(&conn, &signal, &running)
+            })?;
+        Ok(Checkpointer {
+            signal,
+            running,
+            thread: Some(thread),
+        })
+    }
+
+    /// Tells the checkpointer that a write transaction committed.
+    fn committed(&self) {
+        let (state, cv) = &*self.signal;
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        s.commits += 1;
+        if s.commits == 1 {
+            cv.notify_one();
+        }
+    }
+}
+
+fn checkpoint_loop(conn: &Connection, signal: &CheckpointSignal, running: &Mutex<()>) {
+    let (state, cv) = &**signal;
+    loop {
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        while s.commits == 0 && !s.stop {
+            s = cv.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+        if s.stop {
+            return;
+        }
+        // Gather the commits that follow within CHECKPOINT_EVERY into one checkpoint.
+        let (mut s, _) = cv
+            .wait_timeout_while(s, CHECKPOINT_EVERY, |s| !s.stop)
+            .unwrap_or_else(|e| e.into_inner());
+        if s.stop {
+            return;
+        }
+        s.commits = 0;
+        drop(s);
+        let _running = running.lock();
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0))
+        {
+            tracing::warn!(error = %e, "background WAL checkpoint failed");
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        {
+            let (state, cv) = &*self.signal;
+            state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            cv.notify_one();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -127,6 +237,8 @@ impl SqliteStore {
         let mut writer = Connection::open(path)?;
         configure(&writer)?;
         migrate(&mut writer)?;
+        writer.pragma_update(None, "wal_autocheckpoint", INLINE_CHECKPOINT_PAGES)?;
+        let checkpointer = Checkpointer::start(path)?;
         let mut readers = Vec::with_capacity(opts.readers);
         for _ in 0..opts.readers.max(1) {
             let c = Connection::open_with_flags(
@@ -142,6 +254,7 @@ impl SqliteStore {
             readers: Mutex::new(readers),
             audit_key: opts.audit_key,
             retrievals: Mutex::new(Vec::new()),
+            checkpointer,
         })
     }
 
@@ -187,6 +300,8 @@ impl SqliteStore {
         let tx = conn.transaction().map_err(be)?;
         let out = f(&tx)?;
         tx.commit().map_err(be)?;
+        drop(conn);
+        self.checkpointer.committed();
         Ok(out)
     }
 
@@ -198,6 +313,7 @@ impl SqliteStore {
     /// Checkpoints the WAL into the main file and truncates it, so that pages freed by a
     /// secure delete leave no copy in the WAL. False when a reader kept it from completing.
     fn checkpoint_wal(&self) -> CoreResult<bool> {
+        let _running = self.checkpointer.running.lock();
         let busy: i64 = self
             .writer
             .lock()

@@ -273,3 +273,38 @@ fn purging_earlier_versions_removes_their_bytes_from_every_file() {
     assert!(registry_core::store::Store::checkpoint(&s).unwrap());
     assert_no_file_holds(dir.path(), canary);
 }
+
+/// Commits are copied into the main file by the background checkpointer, not by the commit
+/// that crosses a WAL size: the main file grows shortly after a burst of writes far smaller
+/// than the inline checkpoint limit, and everything written is there after a reopen.
+#[test]
+fn the_background_checkpointer_copies_commits_into_the_main_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("registry.db");
+    let filler = "x".repeat(4000);
+    let mut ids = Vec::new();
+    {
+        let store = open(dir.path());
+        let before = std::fs::metadata(&db).unwrap().len();
+        for i in 0..200 {
+            let rec = record(&format!("note {i} {filler}"), "acme");
+            put(&store, &rec);
+            ids.push(rec.meta.id.clone());
+        }
+        // 200 × 4 KB: well past what the main file held, far below 16,384 WAL pages.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut grown = std::fs::metadata(&db).unwrap().len();
+        while grown < before + 200 * 4000 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            grown = std::fs::metadata(&db).unwrap().len();
+        }
+        assert!(
+            grown >= before + 200 * 4000,
+            "main file {before} -> {grown} bytes: the WAL was not checkpointed"
+        );
+    }
+    let store = open(dir.path());
+    for id in &ids {
+        assert!(store.get(id).unwrap().is_some(), "{id} lost");
+    }
+}
