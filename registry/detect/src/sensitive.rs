@@ -97,7 +97,25 @@ static SIMPLE: LazyLock<Vec<(FindingKind, Regex)>> = LazyLock::new(|| {
             ApiKey,
             re(r"\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}"),
         ),
-        (ApiKey, re(r"\b[rp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+        // Stripe secret, restricted and publishable keys.
+        (ApiKey, re(r"\b[srp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+        // Well-known prefixed formats (the ones secret scanners such as gitleaks list):
+        // Alibaba Cloud and Tencent Cloud access key ids, GitLab, npm, Hugging Face, SendGrid,
+        // Google OAuth access tokens, Shopify, DigitalOcean, PyPI, Slack webhooks.
+        (ApiKey, re(r"\bLTAI[0-9A-Za-z]{12,24}\b")),
+        (ApiKey, re(r"\bAKID[0-9A-Za-z]{13,40}\b")),
+        (ApiKey, re(r"\bglpat-[0-9A-Za-z_-]{20,}")),
+        (ApiKey, re(r"\bnpm_[A-Za-z0-9]{36}\b")),
+        (ApiKey, re(r"\bhf_[A-Za-z0-9]{30,}\b")),
+        (ApiKey, re(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
+        (ApiKey, re(r"\bya29\.[0-9A-Za-z_-]{20,}")),
+        (ApiKey, re(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b")),
+        (ApiKey, re(r"\bdop_v1_[a-f0-9]{64}\b")),
+        (ApiKey, re(r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}")),
+        (
+            ApiKey,
+            re(r"hooks\.slack\.com/services/T[A-Z0-9]{6,}/B[A-Z0-9]{6,}/[A-Za-z0-9]{16,}"),
+        ),
         (ApiKey, re(r"\bAIza[0-9A-Za-z_-]{35}\b")),
         (ApiKey, re(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
         (ApiKey, re(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}")),
@@ -664,6 +682,17 @@ fn key_kind(key: &str) -> KeyKind {
     }
 }
 
+/// Values of the shape of a location or a pattern, not of a secret: a URL after the key
+/// ("token: https://…", where the value caught is `//host/path`), a regular expression
+/// (`\S+`, `\d{6}`) or a format placeholder (`%s`).
+fn not_a_secret_shape(val: &str) -> bool {
+    val.starts_with("//")
+        || val.contains("://")
+        || ["\\s", "\\S", "\\d", "\\w", "%s"]
+            .iter()
+            .any(|p| val.contains(p))
+}
+
 fn prose_value_is_secret(
     key: &str,
     qual: &str,
@@ -685,6 +714,7 @@ fn prose_value_is_secret(
         || val.starts_with(['<', '{', '$', '[', '%', '('])
         || val.contains(['(', '[', '{'])
         || looks_like_description(val)
+        || not_a_secret_shape(val)
     {
         return false;
     }
@@ -1203,6 +1233,9 @@ mod tests {
         let cases: &[(&str, FindingKind)] = &[
             ("my key is sk-abcdefghijklmnop1234567890", ApiKey),
             ("aws AKIAIOSFODNN7EXAMPLE here", AwsAccessKey),
+            ("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc in the env", ApiKey),
+            ("阿里云 AccessKey ID LTAI5tQ8mZx2Rk9PvN3a 先用着", ApiKey),
+            ("gitlab glpat-xR4k2Lm9PqT7vW3nZ8sB for the runner", ApiKey),
             (
                 "token ghp_abcdefghijklmnopqrstuvwxyz0123456789",
                 GithubToken,
@@ -1314,6 +1347,9 @@ mod tests {
             "Password: see the team vault",
             "a password reset link expires after 30 minutes",
             "use postgres://user:password@localhost/db in the docs example",
+            r#"curl -H "Authorization: Bearer $TOKEN" https://api.internal/v1/health"#,
+            r#"const REDACT = /(api[_-]?key|password|token)\s*[:=]\s*\S+/gi; // mask secrets"#,
+            "the token endpoint: https://auth.internal/oauth/token",
             "DATABASE_URL=postgres://app:${DB_PASSWORD}@db/main",
             "boarding pass is in my email",
             "密码策略要求12位",
