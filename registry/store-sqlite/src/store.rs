@@ -1,12 +1,12 @@
 //! `SqliteStore`: the embedded implementation of `AssetStore` and `KeyStore`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
@@ -48,8 +48,8 @@ pub struct SqliteStore {
     audit_key: Option<AuditKey>,
     /// Retrievals waiting for `flush_usage` (see `crate::ops`).
     pub(crate) retrievals: Mutex<Vec<(String, DateTime<Utc>)>>,
-    /// Last field: dropped after the other connections, so that its final checkpoint sees
-    /// every commit.
+    /// Last field: its connection closes after the others, so SQLite's checkpoint on the last
+    /// close sees every commit.
     checkpointer: Checkpointer,
 }
 
@@ -68,7 +68,7 @@ struct CheckpointState {
     stop: bool,
 }
 
-type CheckpointSignal = Arc<(std::sync::Mutex<CheckpointState>, Condvar)>;
+type CheckpointSignal = Arc<(Mutex<CheckpointState>, Condvar)>;
 
 /// Copies committed WAL frames into the main file on its own thread and connection.
 ///
@@ -110,7 +110,7 @@ impl Checkpointer {
     /// Tells the checkpointer that a write transaction committed.
     fn committed(&self) {
         let (state, cv) = &*self.signal;
-        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = state.lock();
         s.commits += 1;
         if s.commits == 1 {
             cv.notify_one();
@@ -121,17 +121,13 @@ impl Checkpointer {
 fn checkpoint_loop(conn: &Connection, signal: &CheckpointSignal, running: &Mutex<()>) {
     let (state, cv) = &**signal;
     loop {
-        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-        while s.commits == 0 && !s.stop {
-            s = cv.wait(s).unwrap_or_else(|e| e.into_inner());
-        }
+        let mut s = state.lock();
+        cv.wait_while(&mut s, |s| s.commits == 0 && !s.stop);
         if s.stop {
             return;
         }
         // Gather the commits that follow within CHECKPOINT_EVERY into one checkpoint.
-        let (mut s, _) = cv
-            .wait_timeout_while(s, CHECKPOINT_EVERY, |s| !s.stop)
-            .unwrap_or_else(|e| e.into_inner());
+        cv.wait_while_for(&mut s, |s| !s.stop, CHECKPOINT_EVERY);
         if s.stop {
             return;
         }
@@ -149,7 +145,7 @@ impl Drop for Checkpointer {
     fn drop(&mut self) {
         {
             let (state, cv) = &*self.signal;
-            state.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            state.lock().stop = true;
             cv.notify_one();
         }
         if let Some(t) = self.thread.take() {
