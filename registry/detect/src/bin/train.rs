@@ -13,7 +13,8 @@
 //! - `--errors` lists the train examples that cross-validation gets wrong;
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
 //!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
-//!   the veto of `--at T,V` or the chosen one);
+//!   the veto of `--at T,V` or the chosen one; `--at` also sets the thresholds of the
+//!   cross-validated and development figures, for comparing two builds at the same point);
 //! - `--no-write` leaves the model files alone;
 //! - `--dump FILE` writes one JSON line per corpus example (text, labels, the train split's
 //!   out-of-fold score and verdict, the test split's under the final model), for trying
@@ -337,9 +338,15 @@ fn main() {
         dump(Path::new(file), &all, &ps, &scores, (lt, lv), &model, set);
     }
     if let Some(dir) = value("--eval") {
+        // At the chosen thresholds, or at those of `--at`.
+        let at = Model {
+            threshold: lt,
+            veto: lv,
+            ..model.clone()
+        };
         evaluate(
             Path::new(dir),
-            &model,
+            &at,
             set,
             errors,
             flag("--curve").then_some(lv),
