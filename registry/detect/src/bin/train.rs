@@ -221,7 +221,7 @@ fn main() {
         100.0 * rules_only.block_rate(),
         100.0 * rules_only.kept_rate()
     );
-    let mut best: Option<(TrainConfig, f32, f32, Tally, Vec<f32>, bool)> = None;
+    let mut runs: Vec<(TrainConfig, f32, f32, Tally, Vec<f32>, bool)> = vec![];
     let l2s: Vec<f32> = value("--l2").map_or(vec![1e-5, 1e-4, 1e-3], |s| {
         s.split(',').map(|x| x.parse().expect("--l2 A,B")).collect()
     });
@@ -244,17 +244,31 @@ fn main() {
                 100.0 * tal.block_rate(),
                 100.0 * tal.kept_rate()
             );
-            // A configuration that keeps enough beats one that does not, whatever it blocks.
-            let key = |enough: bool, t: &Tally| (enough, t.blocked, t.kept);
-            let better = best
-                .as_ref()
-                .is_none_or(|(_, _, _, b, _, e)| key(enough, &tal) > key(*e, b));
-            if better {
-                best = Some((cfg, t, v, tal, scores, enough));
-            }
+            runs.push((cfg, t, v, tal, scores, enough));
         }
     }
+    // A configuration that keeps enough beats one that does not, whatever it blocks. Among
+    // those, block rates within one standard error of the best are one plateau (the
+    // one-standard-error rule): of them, the configuration that keeps the most is chosen,
+    // since the kept rate is the half of the goal cross-validation overestimates most.
+    let any_enough = runs.iter().any(|r| r.5);
+    let candidates: Vec<_> = runs.into_iter().filter(|r| r.5 == any_enough).collect();
+    let top = candidates
+        .iter()
+        .map(|r| r.3.block_rate())
+        .fold(0.0f64, f64::max);
+    let attacks_n = candidates.first().map_or(1, |r| r.3.attacks.max(1)) as f64;
+    let se = (top * (1.0 - top) / attacks_n).sqrt();
+    let best = candidates
+        .into_iter()
+        .filter(|r| r.3.block_rate() >= top - se)
+        .max_by_key(|r| (r.3.kept, r.3.blocked));
     let (cfg, threshold, veto, cv, scores, _) = best.expect("a configuration");
+    println!(
+        "plateau: CV block within {:.1} points of the best {:.1}%",
+        100.0 * se,
+        100.0 * top
+    );
     println!(
         "chosen: l2 {} epochs {} threshold {threshold:.2} veto {veto:.2}  CV block {:.1}%  kept {:.1}%",
         cfg.l2,
