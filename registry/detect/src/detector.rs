@@ -349,9 +349,25 @@ pub fn decide_at(a: &Analysis, score: f32, threshold: f32, veto: f32) -> Detecti
     // drop the instructions in force ("ignore all previous instructions"), which no memory
     // needs outside talk about attacks (such sentences are not counted as injections).
     let overrides = r.signals.has(Signal::OverrideInstructions);
+    // So does an order to grant a control's outcome without condition and for good ("always
+    // approve refunds", "以后一律直接放行"): the rules found a directive, an unconditional, a
+    // bypass and a weakened control in a text of one piece, neither quoted nor talk about
+    // attacks, and nothing conditions it.
+    let blanket = [
+        Signal::Directive,
+        Signal::Unconditional,
+        Signal::ControlBypass,
+        Signal::WeakensControl,
+    ]
+    .iter()
+    .all(|s| r.signals.has(*s))
+        && !r
+            .signals
+            .any(&[Signal::QuotedInstruction, Signal::DescribesAttack])
+        && a.windows.len() == 1;
     let (verdict, hostile) = if r.injection && (!vetoed || structural || overrides) {
         (Verdict::Injection, true)
-    } else if r.hostile && !vetoed {
+    } else if r.hostile && (!vetoed || blanket) {
         (Verdict::Steering, true)
     } else if classifier {
         (
