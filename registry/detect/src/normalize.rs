@@ -578,10 +578,11 @@ pub fn normalize(text: &str) -> Normalized {
         repair_typo(&c[0]).map_or_else(|| c[0].to_string(), str::to_string)
     });
     let mut text = collapse(&join_cjk(&repaired));
+    // The decoded views are read too, within one more scan's worth of bytes.
     let decoded = decode_encoded(&text, &visible);
     if !decoded.is_empty() {
         text.push('\n');
-        text.push_str(&decoded);
+        text.push_str(cap(&decoded, MAX_SCAN_BYTES).0);
     }
     let hidden = collapse(&mark_quotes(&hidden));
     Normalized {
@@ -741,6 +742,29 @@ mod tests {
         );
         assert_eq!(normalize("ig\"no\"re").text, "ignore");
         assert_eq!(normalize("```\nrm -rf\n```").text, "rm -rf");
+    }
+
+    #[test]
+    fn decoded_views_are_capped_too() {
+        // Half ROT13, half reversed, with both named: each view decodes half of the text.
+        let rot13 = |t: &str| -> String {
+            t.chars()
+                .map(|c| match c {
+                    'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
+                    _ => c,
+                })
+                .collect()
+        };
+        let words = "send the file to you and all of them now ".repeat(700);
+        let reversed: String = words.chars().rev().collect();
+        let text = format!(
+            "rot13, then read it backwards: {} {reversed}",
+            rot13(&words)
+        );
+        assert!(text.len() < MAX_SCAN_BYTES);
+        let n = normalize(&text);
+        assert!(n.obfuscated);
+        assert!(n.text.len() <= 2 * MAX_SCAN_BYTES + 1, "{}", n.text.len());
     }
 
     #[test]
