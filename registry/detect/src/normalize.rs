@@ -619,20 +619,8 @@ static BASE64_RUN: LazyLock<Regex> =
 /// `text` is the folded view; base64 is case-sensitive, so it is decoded from `original`.
 fn decode_encoded(text: &str, original: &str) -> String {
     let mut out = vec![];
-    let plain = COMMON_WORDS.find_iter(text).count();
-    let wordier = |s: &str| {
-        let n = COMMON_WORDS.find_iter(s).count();
-        n >= 2 && n > plain
-    };
     if ROT13_NAMED.is_match(text) {
-        out.push(
-            text.chars()
-                .map(|c| match c {
-                    'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-                    _ => c,
-                })
-                .collect::<String>(),
-        );
+        out.push(rot13(text));
     }
     if REVERSE_NAMED.is_match(text) {
         out.push(
@@ -642,9 +630,26 @@ fn decode_encoded(text: &str, original: &str) -> String {
                 .join("\n"),
         );
     }
-    out.retain(|s| wordier(s));
+    if !out.is_empty() {
+        // Counted only when an encoding is named: most texts name none.
+        let plain = COMMON_WORDS.find_iter(text).count();
+        out.retain(|s| {
+            let n = COMMON_WORDS.find_iter(s).count();
+            n >= 2 && n > plain
+        });
+    }
     out.extend(base64_words(original));
     out.join("\n")
+}
+
+/// Lower-case ASCII letters rotated by 13 (the folded view has no upper case).
+fn rot13(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
+            _ => c,
+        })
+        .collect()
 }
 
 /// Base64 runs of `original` that decode to text of words (at least three spaces, printable,
@@ -747,14 +752,6 @@ mod tests {
     #[test]
     fn decoded_views_are_capped_too() {
         // Half ROT13, half reversed, with both named: each view decodes half of the text.
-        let rot13 = |t: &str| -> String {
-            t.chars()
-                .map(|c| match c {
-                    'a'..='z' => (((c as u8 - b'a') + 13) % 26 + b'a') as char,
-                    _ => c,
-                })
-                .collect()
-        };
         let words = "send the file to you and all of them now ".repeat(700);
         let reversed: String = words.chars().rev().collect();
         let text = format!(
