@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use registry_detect::{
     Detection, FindingKind, MAX_SCAN_BYTES, Severity, Signal, Verdict, cn_id_valid,
-    detect_instruction, iban_valid, luhn_valid, scan_sensitive,
+    detect_instruction, detect_instruction_with, iban_valid, luhn_valid, scan_sensitive,
 };
 
 /// A finding's place on the core's sensitivity scale.

@@ -7,7 +7,9 @@
 use registry_core::{Principal, Role, Scope, ScopeLevel, Sensitivity, SourceKind};
 use serde::{Deserialize, Serialize};
 
-use crate::detect::{FindingKind, FindingSensitivity, Verdict, detect_instruction, scan_sensitive};
+use crate::detect::{
+    FindingKind, FindingSensitivity, Verdict, detect_instruction_with, scan_sensitive,
+};
 use crate::record::MemoryClass;
 
 /// Near-duplicates: cosine at or above this, in the same scope and class, merge at write time.
@@ -164,6 +166,7 @@ pub struct Screen {
 
 /// Rules 1–4 over a resolved scope. `fields` are every free-text field of the request, by
 /// name (`content`, `value`, `entities`, …): each is screened, and a finding names its fields.
+/// The instruction detector decides alone; [`screen_with_vectors`] adds its second opinion.
 pub fn screen(
     p: &Principal,
     class: MemoryClass,
@@ -171,6 +174,21 @@ pub fn screen(
     source: SourceKind,
     declared: Option<Sensitivity>,
     fields: &[(&str, &str)],
+) -> Screen {
+    screen_with_vectors(p, class, scope, source, declared, fields, &[])
+}
+
+/// [`screen`] with each field's vector for the instruction detector's second opinion
+/// (`registry_detect::vector::gate_vectors`, in the order of `fields`); a field without one is
+/// judged by the classifier alone.
+pub fn screen_with_vectors(
+    p: &Principal,
+    class: MemoryClass,
+    scope: &Scope,
+    source: SourceKind,
+    declared: Option<Sensitivity>,
+    fields: &[(&str, &str)],
+    vectors: &[Vec<f32>],
 ) -> Screen {
     let mut reject = vec![];
     let mut hold = vec![];
@@ -311,8 +329,8 @@ pub fn screen(
     let mut hostile = false;
     let mut v_fields: Vec<String> = vec![];
     let mut signals: Vec<String> = vec![];
-    for (name, text) in fields {
-        let d = detect_instruction(text);
+    for (i, (name, text)) in fields.iter().enumerate() {
+        let d = detect_instruction_with(text, vectors.get(i).map(Vec::as_slice));
         let rank = |v: Verdict| match v {
             Verdict::None => 0,
             Verdict::Steering => 1,

@@ -8,7 +8,7 @@ use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStat
 use registry_core::audit::AuditDraft;
 use registry_core::hash::sha256_hex;
 use registry_core::locks::KeyedLocks;
-use registry_core::retrieval::{IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
+use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
 use registry_core::store::{AssetQuery, AssetStore, WriteOp};
 use registry_core::{CoreError, Principal, Role, Scope, Trust};
 use registry_engine::HybridSearcher;
@@ -123,6 +123,9 @@ pub struct MemoryService {
     locks: KeyedLocks,
     /// The weights of the ranking mix ([`crate::search::WEIGHTS`] unless set), shared by clones.
     weights: Arc<std::sync::RwLock<crate::search::Breakdown>>,
+    /// The model the gate's instruction detector takes its second opinion from
+    /// (multilingual-e5-small, see `registry_detect::vector`); `None`: the classifier alone.
+    gate_embedder: Option<Arc<dyn Embedder>>,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -221,7 +224,24 @@ impl MemoryService {
             limits: Limits::default(),
             locks: KeyedLocks::new(),
             weights: Arc::new(std::sync::RwLock::new(crate::search::WEIGHTS)),
+            gate_embedder: None,
         }
+    }
+
+    /// The same service with the gate's second opinion read from `embedder`'s vectors. A model
+    /// other than the one the opinion was trained on is not used (the classifier decides
+    /// alone); [`Self::gate_has_second_opinion`] says which.
+    pub fn with_gate_embedder(mut self, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        self.gate_embedder = embedder.filter(|e| {
+            e.info().name == registry_detect::vector::VECTOR_MODEL_NAME
+                && e.info().dim == registry_detect::vector::VECTOR_DIM
+        });
+        self
+    }
+
+    /// Whether the gate's instruction detector has its second opinion (the embedding model).
+    pub fn gate_has_second_opinion(&self) -> bool {
+        self.gate_embedder.is_some()
     }
 
     /// The weights search ranks by.
@@ -435,13 +455,24 @@ impl MemoryService {
         {
             return Ok(prev);
         }
-        let screen = gate::screen(
+        let fields = req.text_fields();
+        // The detector's second opinion reads each field's vector (one batch; a few
+        // milliseconds per write).
+        let vectors = match &self.gate_embedder {
+            Some(e) => {
+                let texts: Vec<&str> = fields.iter().map(|(_, t)| *t).collect();
+                registry_detect::vector::gate_vectors(e.as_ref(), &texts)?.unwrap_or_default()
+            }
+            None => vec![],
+        };
+        let screen = gate::screen_with_vectors(
             p,
             req.class,
             &scope,
             req.source,
             req.sensitivity,
-            &req.text_fields(),
+            &fields,
+            &vectors,
         );
         if screen.decision == Decision::Rejected {
             return Err(Error::Rejected(screen.reasons));

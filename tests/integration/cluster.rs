@@ -369,6 +369,14 @@ fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
     let tmp = tempfile::tempdir().unwrap();
     let key = AuditKey::from_bytes([7; 32]);
     let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
+    // The gate's second opinion, shared by the nodes as one server shares it.
+    let gate: Arc<dyn Embedder> = Arc::new(
+        OnnxEmbedder::new(EmbedderConfig {
+            model: registry_embed::ModelChoice::MultilingualE5Small,
+            ..EmbedderConfig::default()
+        })
+        .unwrap(),
+    );
     let shared = Arc::new(EmbeddedVectorIndex::open(tmp.path().join("vectors"), 384).unwrap());
     let node = |name: &str| {
         let dir = tmp.path().join(name);
@@ -387,6 +395,7 @@ fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
                 text: Arc::new(TantivyTextIndex::open(dir.join("text")).unwrap()),
                 vectors: Arc::new(SharedVectors(shared.clone())),
                 embedder: embedder.clone(),
+                gate_embedder: Some(gate.clone()),
             },
             Options {
                 audit_key: key.clone(),

@@ -404,6 +404,29 @@ pub fn detect_with(text: &str, model: &Model) -> Detection {
     decide(&a, s, model)
 }
 
+/// [`detect_instruction`] with the text's vector from [`crate::vector::gate_vectors`]: the
+/// embedded second opinion ([`crate::vector::VECTOR_MODEL`]) stacked on the classifier decides
+/// with its own thresholds. Without a vector, or with one of another dimension, the classifier
+/// decides alone, as in [`detect_instruction`].
+pub fn detect_instruction_with(text: &str, vector: Option<&[f32]>) -> Detection {
+    detect_stacked(text, &MODEL, &crate::vector::VECTOR_MODEL, vector)
+}
+
+/// [`detect_instruction_with`] with other models (training and evaluation).
+pub fn detect_stacked(
+    text: &str,
+    model: &Model,
+    second: &crate::vector::VectorModel,
+    vector: Option<&[f32]>,
+) -> Detection {
+    let a = analyse(text);
+    let s = score(&a, model);
+    match vector.and_then(|v| second.score(s, v)) {
+        Some(stacked) => decide_at(&a, stacked, second.threshold, second.veto),
+        None => decide(&a, s, model),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

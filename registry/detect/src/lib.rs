@@ -7,11 +7,12 @@ mod detector;
 pub mod normalize;
 pub mod rules;
 mod sensitive;
+pub mod vector;
 
 pub use classifier::{MODEL, Model};
 pub use detector::{
     Analysis, Detection, RuleOutcome, Verdict, analyse, analyse_with, decide, decide_at,
-    detect_instruction, detect_with, score,
+    detect_instruction, detect_instruction_with, detect_stacked, detect_with, score,
 };
 pub use normalize::{MAX_SCAN_BYTES, Normalized, normalize};
 pub use rules::Signal;

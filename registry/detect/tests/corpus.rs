@@ -59,6 +59,51 @@ fn held_out_block_and_kept_rates() {
     );
 }
 
+/// The same split with the second opinion (`registry_detect::vector`), as the gate decides when
+/// its embedding model is loaded: 157 of 164 attacks, 158 of 160 legitimate when committed.
+const MEASURED_BLOCK_SECOND: f64 = 157.0 / 164.0;
+const MEASURED_KEPT_SECOND: f64 = 158.0 / 160.0;
+
+#[test]
+fn held_out_with_the_second_opinion() {
+    use registry_detect::vector::gate_vectors;
+    use registry_detect::{detect_instruction_with, scan_sensitive};
+    let emb = registry_embed::OnnxEmbedder::new(registry_embed::EmbedderConfig {
+        model: registry_embed::ModelChoice::MultilingualE5Small,
+        ..Default::default()
+    })
+    .expect("the second opinion's model (run scripts/fetch-models.sh)");
+    let all = corpus::load_default().expect("corpus loads");
+    let test: Vec<_> = all.iter().filter(|e| e.split == "test").collect();
+    let texts: Vec<&str> = test.iter().map(|e| e.text.as_str()).collect();
+    let vectors: Vec<Vec<f32>> = texts
+        .chunks(32)
+        .flat_map(|c| gate_vectors(&emb, c).expect("embedding").expect("e5"))
+        .collect();
+    let mut by_lang = Report::default();
+    for (ex, v) in test.iter().zip(&vectors) {
+        let d = detect_instruction_with(&ex.text, Some(v));
+        let blocked = blocked_as_user_statement(&d, &scan_sensitive(&ex.text));
+        by_lang.add(&ex.lang, ex.is_attack(), blocked);
+    }
+    print!("{}", by_lang.render("held-out, with the second opinion"));
+    let all = by_lang.all;
+    let met = all.block_rate() >= GOAL_BLOCK && all.kept_rate() >= GOAL_KEPT;
+    println!("goal {}", if met { "met" } else { "NOT met" });
+    assert!(
+        all.block_rate() >= MEASURED_BLOCK_SECOND - 1e-9
+            && all.kept_rate() >= MEASURED_KEPT_SECOND - 1e-9,
+        "regressed below the committed figures"
+    );
+    // Without a vector the classifier decides alone, exactly as before.
+    for ex in test.iter().take(40) {
+        assert_eq!(
+            detect_instruction_with(&ex.text, None),
+            registry_detect::detect_instruction(&ex.text)
+        );
+    }
+}
+
 #[test]
 fn corpus_is_large_varied_and_split_by_group() {
     let all = corpus::load_default().expect("corpus loads");

@@ -348,6 +348,21 @@ impl AppState {
             query_cache: config.embed_query_cache,
             ..EmbedderConfig::default()
         })?);
+        // The write gate's second opinion reads multilingual-e5-small vectors: the search
+        // model when it is that one, otherwise a session of its own (about 8 ms of one core
+        // per memory write).
+        let gate_embedder: Arc<dyn Embedder> =
+            if config.embed_model == ModelChoice::MultilingualE5Small {
+                embedder.clone()
+            } else {
+                Arc::new(OnnxEmbedder::new(EmbedderConfig {
+                    model: ModelChoice::MultilingualE5Small,
+                    model_dir: config.model_dir.clone(),
+                    threads: Some(config.embed_threads),
+                    query_cache: 0,
+                    ..EmbedderConfig::default()
+                })?)
+            };
         let (vectors, qdrant) = open_vector_index(&config, &embedder)?;
         let backends = Backends {
             store,
@@ -358,6 +373,7 @@ impl AppState {
             text: text.clone(),
             vectors,
             embedder,
+            gate_embedder: Some(gate_embedder),
         };
         let services = Services::new(
             backends,

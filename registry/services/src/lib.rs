@@ -34,6 +34,10 @@ pub struct Backends {
     pub text: Arc<dyn TextIndex>,
     pub vectors: Arc<dyn VectorIndex>,
     pub embedder: Arc<dyn Embedder>,
+    /// The model the write gate's instruction detector takes its second opinion from
+    /// (multilingual-e5-small: `registry_detect::vector`); the search embedder when it is that
+    /// model. `None`: the detector's classifier decides alone.
+    pub gate_embedder: Option<Arc<dyn Embedder>>,
 }
 
 /// What the services need besides the backends.
@@ -80,7 +84,8 @@ impl Services {
         let search = HybridSearcher::new(b.text.clone(), b.vectors.clone(), b.embedder.clone());
         let store: Arc<dyn AssetStore> = b.store.clone();
         let memory = MemoryService::new(store.clone(), search.clone(), b.store.clone())
-            .with_locks(KeyedLocks::new());
+            .with_locks(KeyedLocks::new())
+            .with_gate_embedder(b.gate_embedder.clone());
         let knowledge = Arc::new(KnowledgeService::new(
             store.clone(),
             search.clone(),

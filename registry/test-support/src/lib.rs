@@ -47,6 +47,7 @@ impl Embedded {
                     .expect("vector index"),
             ),
             embedder: Arc::new(embedder),
+            gate_embedder: Some(gate_embedder()),
         };
         let services = Services::new(
             backends,
@@ -59,6 +60,25 @@ impl Embedded {
         );
         Embedded { services, dir }
     }
+}
+
+/// The write gate's second-opinion model (multilingual-e5-small), loaded once per test
+/// process and shared by every [`Embedded`] registry, as a server shares it across requests.
+pub fn gate_embedder() -> Arc<dyn registry_core::retrieval::Embedder> {
+    static GATE: std::sync::OnceLock<Arc<registry_embed::OnnxEmbedder>> =
+        std::sync::OnceLock::new();
+    GATE.get_or_init(|| {
+        Arc::new(
+            registry_embed::OnnxEmbedder::new(EmbedderConfig {
+                model: registry_embed::ModelChoice::MultilingualE5Small,
+                threads: Some(1),
+                query_cache: 0,
+                ..EmbedderConfig::default()
+            })
+            .expect("the gate's embedding model (run scripts/fetch-models.sh)"),
+        )
+    })
+    .clone()
 }
 
 impl Default for Embedded {

@@ -9,7 +9,15 @@
 //! The chosen threshold must keep, cross-validated, at least 97% of the legitimate examples
 //! outside the hard topics (`hard_negative`, `ai_discussion`) and at least 90% of those.
 //!
+//! It then trains the second opinion (`model/vector.json`, see `registry_detect::vector`): a
+//! logistic regression over each text's multilingual-e5-small vector and the classifier's
+//! out-of-fold logit, cross-validated with the same folds, its threshold and veto chosen by
+//! the same floors. The embedding model must be installed (`scripts/fetch-models.sh`).
+//!
 //! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
+//! - `--no-vectors` skips the second opinion (with `--no-write` only: the stacked model reads
+//!   the classifier's logit, so it is retrained with it);
+//! - `--vector-cache FILE` keeps the texts' vectors in FILE between runs (JSON lines);
 //! - `--errors` lists the train examples that cross-validation gets wrong;
 //! - `--eval DIR` also reports the final model on another corpus directory (every split),
 //!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
@@ -27,7 +35,9 @@ use std::path::Path;
 
 use registry_detect::classifier::{self, FEATURES, FeatureSet, Sample, TrainConfig};
 use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_statement};
+use registry_detect::vector::{self, VECTOR_DIM, VECTOR_MODEL_NAME, VECTOR_TOKENS, VectorModel};
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
+use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 
 const FOLDS: u64 = 5;
 /// The cross-validated kept rate of the legitimate examples outside [`HARD_TOPICS`] a threshold
@@ -39,14 +49,156 @@ const VETOES: [f32; 15] = [
     0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.01,
 ];
 
-fn fold_of(group: &str) -> u64 {
-    // FNV-1a: stable across platforms and releases, unlike std's hasher.
+/// FNV-1a: stable across platforms and releases, unlike std's hasher.
+fn fnv64(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in group.bytes() {
+    for b in s.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    h % FOLDS
+    h
+}
+
+fn fold_of(group: &str) -> u64 {
+    fnv64(group) % FOLDS
+}
+
+/// The texts' second-opinion vectors ([`vector::gate_vectors`]), in order; with `cache`,
+/// vectors computed before (same model file, same token cap, same text) are read from it and
+/// new ones appended.
+fn vectors_of(emb: &OnnxEmbedder, texts: &[&str], cache: Option<&Path>) -> Vec<Vec<f32>> {
+    use registry_core::retrieval::Embedder;
+    use std::collections::HashMap;
+    let salt = format!("{}:{VECTOR_TOKENS}:", emb.info().digest);
+    let key = |t: &str| format!("{:016x}", fnv64(&format!("{salt}{t}")));
+    let mut known: HashMap<String, Vec<f32>> = HashMap::new();
+    if let Some(text) = cache.and_then(|c| std::fs::read_to_string(c).ok()) {
+        for line in text.lines() {
+            if let Ok((k, v)) = serde_json::from_str::<(String, Vec<f32>)>(line)
+                && v.len() == VECTOR_DIM
+            {
+                known.insert(k, v);
+            }
+        }
+    }
+    let mut missing: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| !known.contains_key(&key(t)))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    let mut appended = String::new();
+    for (n, chunk) in missing.chunks(64).enumerate() {
+        let vs = vector::gate_vectors(emb, chunk)
+            .expect("embedding the corpus")
+            .expect("the second opinion's model");
+        for (t, v) in chunk.iter().zip(vs) {
+            appended.push_str(&serde_json::to_string(&(key(t), &v)).expect("json"));
+            appended.push('\n');
+            known.insert(key(t), v);
+        }
+        eprint!("\rvectors: {} of {}", (n + 1) * 64, missing.len());
+    }
+    if !missing.is_empty() {
+        eprintln!();
+        if let Some(c) = cache {
+            use std::io::Write;
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(c)
+                .and_then(|mut f| f.write_all(appended.as_bytes()))
+                .expect("append to the vector cache");
+        }
+    }
+    texts.iter().map(|t| known[&key(t)].clone()).collect()
+}
+
+/// L2 penalties compared for the second opinion (on the mean loss: 1/(C·n) for a C of about
+/// 30, 10, 3 and 1 over the train split).
+const SECOND_L2: [f64; 4] = [7e-6, 2e-5, 7e-5, 2e-4];
+/// Full-batch steps of its fit.
+const SECOND_ITERATIONS: usize = 600;
+
+/// The stacked model's inputs for the examples that train the classifier, from `fold`'s
+/// complement (every fold with `None`).
+fn second_samples<'a>(
+    ps: &[Prepared],
+    lr: &[f32],
+    vecs: &'a [Vec<f32>],
+    fold: Option<u64>,
+) -> (Vec<(f32, &'a [f32])>, Vec<bool>) {
+    ps.iter()
+        .enumerate()
+        .filter(|(_, p)| p.ex.trains_classifier() && fold != Some(fold_of(&p.ex.group)))
+        .map(|(i, p)| ((lr[i], &vecs[i][..]), p.ex.is_attack()))
+        .unzip()
+}
+
+/// Chooses, cross-validates and fits the second opinion on the classifier's out-of-fold
+/// scores `lr`; prints its figures (by family at `--at`'s or the chosen thresholds).
+fn train_second(
+    ps: &[Prepared],
+    lr: &[f32],
+    vecs: &[Vec<f32>],
+    lt: f32,
+    lv: f32,
+    errors: bool,
+) -> (VectorModel, Tally) {
+    let mut runs: Vec<Run<f64>> = vec![];
+    for l2 in SECOND_L2 {
+        {
+            let mut oof = vec![0f32; ps.len()];
+            for f in 0..FOLDS {
+                let (xs, ys) = second_samples(ps, lr, vecs, Some(f));
+                let m = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS);
+                for (i, p) in ps.iter().enumerate() {
+                    if fold_of(&p.ex.group) == f {
+                        oof[i] = m.score(lr[i], &vecs[i]).expect("dimension");
+                    }
+                }
+            }
+            let (t, v, tal, enough) = choose_threshold(ps, &oof);
+            println!(
+                "second opinion: l2 {l2:<7} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}%",
+                100.0 * tal.block_rate(),
+                100.0 * tal.kept_rate()
+            );
+            runs.push((l2, t, v, tal, oof, enough));
+        }
+    }
+    let ((l2, t, v, cv, oof, _), _, _) = pick(runs);
+    println!(
+        "second opinion chosen: l2 {l2} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}% (the classifier alone at {lt:.2} / {lv:.2}: {:.1}% / {:.1}%)",
+        100.0 * cv.block_rate(),
+        100.0 * cv.kept_rate(),
+        100.0 * tally(ps, lr, lt, lv).block_rate(),
+        100.0 * tally(ps, lr, lt, lv).kept_rate(),
+    );
+    let mut by_class = Report::default();
+    for (p, s) in ps.iter().zip(&oof) {
+        let d = decide_at(&p.analysis, *s, t, v);
+        let blocked = blocked_as_user_statement(&d, &p.findings);
+        by_class.add(&p.ex.class, p.ex.is_attack(), blocked);
+        if errors && blocked != p.ex.is_attack() {
+            println!(
+                "  {} [{}] {s:.2} (second opinion): {}",
+                if blocked { "FALSE BLOCK" } else { "MISSED" },
+                p.ex.class,
+                p.ex.text.replace('\n', "\\n")
+            );
+        }
+    }
+    print!(
+        "{}",
+        by_class.render("CV with the second opinion, by family / topic")
+    );
+    let (xs, ys) = second_samples(ps, lr, vecs, None);
+    let mut m = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS);
+    m.threshold = t;
+    m.veto = v;
+    (m, cv)
 }
 
 struct Prepared<'a> {
@@ -167,6 +319,33 @@ fn choose_threshold(ps: &[Prepared], scores: &[f32]) -> (f32, f32, Tally, bool) 
     (t, v, x, false)
 }
 
+/// One configuration's cross-validated outcome: the configuration, its threshold and veto,
+/// the tally there, the out-of-fold scores and whether it keeps enough.
+type Run<T> = (T, f32, f32, Tally, Vec<f32>, bool);
+
+/// The configuration chosen among `runs`, with the plateau's width and top (block rates).
+///
+/// A configuration that keeps enough beats one that does not, whatever it blocks. Among
+/// those, block rates within one standard error of the best are one plateau (the
+/// one-standard-error rule): of them, the configuration that keeps the most is chosen,
+/// since the kept rate is the half of the goal cross-validation overestimates most.
+fn pick<T>(runs: Vec<Run<T>>) -> (Run<T>, f64, f64) {
+    let any_enough = runs.iter().any(|r| r.5);
+    let candidates: Vec<_> = runs.into_iter().filter(|r| r.5 == any_enough).collect();
+    let top = candidates
+        .iter()
+        .map(|r| r.3.block_rate())
+        .fold(0.0f64, f64::max);
+    let attacks_n = candidates.first().map_or(1, |r| r.3.attacks.max(1)) as f64;
+    let se = (top * (1.0 - top) / attacks_n).sqrt();
+    let best = candidates
+        .into_iter()
+        .filter(|r| r.3.block_rate() >= top - se)
+        .max_by_key(|r| (r.3.kept, r.3.blocked))
+        .expect("a configuration");
+    (best, se, top)
+}
+
 fn parse_features(s: &str) -> FeatureSet {
     let v: Vec<usize> = s
         .split(',')
@@ -247,23 +426,7 @@ fn main() {
             runs.push((cfg, t, v, tal, scores, enough));
         }
     }
-    // A configuration that keeps enough beats one that does not, whatever it blocks. Among
-    // those, block rates within one standard error of the best are one plateau (the
-    // one-standard-error rule): of them, the configuration that keeps the most is chosen,
-    // since the kept rate is the half of the goal cross-validation overestimates most.
-    let any_enough = runs.iter().any(|r| r.5);
-    let candidates: Vec<_> = runs.into_iter().filter(|r| r.5 == any_enough).collect();
-    let top = candidates
-        .iter()
-        .map(|r| r.3.block_rate())
-        .fold(0.0f64, f64::max);
-    let attacks_n = candidates.first().map_or(1, |r| r.3.attacks.max(1)) as f64;
-    let se = (top * (1.0 - top) / attacks_n).sqrt();
-    let best = candidates
-        .into_iter()
-        .filter(|r| r.3.block_rate() >= top - se)
-        .max_by_key(|r| (r.3.kept, r.3.blocked));
-    let (cfg, threshold, veto, cv, scores, _) = best.expect("a configuration");
+    let ((cfg, threshold, veto, cv, scores, _), se, top) = pick(runs);
     println!(
         "plateau: CV block within {:.1} points of the best {:.1}%",
         100.0 * se,
@@ -351,6 +514,25 @@ fn main() {
     if let Some(file) = value("--dump") {
         dump(Path::new(file), &all, &ps, &scores, (lt, lv), &model, set);
     }
+    let cache = value("--vector-cache").map(Path::new);
+    let second = if flag("--no-vectors") {
+        assert!(
+            !write,
+            "the second opinion reads the classifier's logit and is retrained with it: --no-vectors needs --no-write"
+        );
+        None
+    } else {
+        let emb = OnnxEmbedder::new(EmbedderConfig {
+            model: ModelChoice::MultilingualE5Small,
+            ..EmbedderConfig::default()
+        })
+        .unwrap_or_else(|e| {
+            panic!("the second opinion's model (run scripts/fetch-models.sh): {e}")
+        });
+        let texts: Vec<&str> = ps.iter().map(|p| p.ex.text.as_str()).collect();
+        let vecs = vectors_of(&emb, &texts, cache);
+        Some((train_second(&ps, &scores, &vecs, lt, lv, errors), emb))
+    };
     if let Some(dir) = value("--eval") {
         // At the chosen thresholds, or at those of `--at`.
         let at = Model {
@@ -361,14 +543,28 @@ fn main() {
         evaluate(
             Path::new(dir),
             &at,
+            None,
             set,
             errors,
             flag("--curve").then_some(lv),
         );
+        if let Some(((m, _), emb)) = &second {
+            evaluate(
+                Path::new(dir),
+                &at,
+                Some((m, emb, cache)),
+                set,
+                errors,
+                None,
+            );
+        }
     }
     if !write {
         return;
     }
+    let Some(((second, second_cv), _)) = second else {
+        unreachable!("checked above")
+    };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
     std::fs::write(dir.join("instruction.lr"), model.to_bytes()).expect("write model");
     let meta = serde_json::json!({
@@ -393,26 +589,61 @@ fn main() {
             "block_rate": cv.block_rate(),
             "kept_rate": cv.kept_rate(),
         },
+        "second_opinion": {
+            "file": "vector.json",
+            "embedding_model": VECTOR_MODEL_NAME,
+            "threshold": second.threshold,
+            "veto": second.veto,
+            "cross_validation": {
+                "block_rate": second_cv.block_rate(),
+                "kept_rate": second_cv.kept_rate(),
+            },
+        },
     });
+    std::fs::write(
+        dir.join("vector.json"),
+        serde_json::to_string(&second).expect("json") + "\n",
+    )
+    .expect("write the second opinion");
     std::fs::write(
         dir.join("instruction.json"),
         serde_json::to_string_pretty(&meta).expect("json") + "\n",
     )
     .expect("write model metadata");
     println!(
-        "wrote model/instruction.lr ({} weights) and model/instruction.json",
+        "wrote model/instruction.lr ({} weights), model/vector.json and model/instruction.json",
         model.weights.len()
     );
 }
 
 /// Figures of `model` on every example of the corpus in `dir`, whatever its split.
-fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool, curve: Option<f32>) {
+/// With `second` (the stacked model, its embedder and the vector cache), the detector with the
+/// second opinion.
+fn evaluate(
+    dir: &Path,
+    model: &Model,
+    second: Option<(&VectorModel, &OnnxEmbedder, Option<&Path>)>,
+    set: FeatureSet,
+    errors: bool,
+    curve: Option<f32>,
+) {
     let ex = corpus::load(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let vecs = second.map(|(_, emb, cache)| {
+        let texts: Vec<&str> = ex.iter().map(|e| e.text.as_str()).collect();
+        vectors_of(emb, &texts, cache)
+    });
     let (mut lang, mut class) = (Report::default(), Report::default());
-    for e in &ex {
+    for (i, e) in ex.iter().enumerate() {
         let a = analyse_with(&e.text, set);
-        let s = registry_detect::score(&a, model);
-        let d = decide_at(&a, s, model.threshold, model.veto);
+        let mut s = registry_detect::score(&a, model);
+        let (mut t, mut v) = (model.threshold, model.veto);
+        if let (Some((m, _, _)), Some(vecs)) = (second, &vecs) {
+            s = m
+                .score(s, &vecs[i])
+                .expect("a vector of the model's dimension");
+            (t, v) = (m.threshold, m.veto);
+        }
+        let d = decide_at(&a, s, t, v);
         let f = scan_sensitive(&e.text);
         let blocked = blocked_as_user_statement(&d, &f);
         lang.add(&e.lang, e.is_attack(), blocked);
@@ -429,7 +660,15 @@ fn evaluate(dir: &Path, model: &Model, set: FeatureSet, errors: bool, curve: Opt
             );
         }
     }
-    println!("== {} (every split) ==", dir.display());
+    println!(
+        "== {} (every split{}) ==",
+        dir.display(),
+        if second.is_some() {
+            ", with the second opinion"
+        } else {
+            ""
+        }
+    );
     print!("{}", lang.render("language"));
     print!("{}", class.render("family / topic"));
     if let Some(veto) = curve {
