@@ -179,8 +179,8 @@ pub fn screen(
 }
 
 /// [`screen`] with each field's vector for the instruction detector's second opinion
-/// (`registry_detect::vector::gate_vectors`, in the order of `fields`); a field without one is
-/// judged by the classifier alone.
+/// (`registry_detect::vector::gate_vectors`, in the order of `fields`); a field without one
+/// (`None`, or past the end) is judged by the classifier alone.
 pub fn screen_with_vectors(
     p: &Principal,
     class: MemoryClass,
@@ -188,7 +188,7 @@ pub fn screen_with_vectors(
     source: SourceKind,
     declared: Option<Sensitivity>,
     fields: &[(&str, &str)],
-    vectors: &[Vec<f32>],
+    vectors: &[Option<Vec<f32>>],
 ) -> Screen {
     let mut reject = vec![];
     let mut hold = vec![];
@@ -330,7 +330,7 @@ pub fn screen_with_vectors(
     let mut v_fields: Vec<String> = vec![];
     let mut signals: Vec<String> = vec![];
     for (i, (name, text)) in fields.iter().enumerate() {
-        let d = detect_instruction_with(text, vectors.get(i).map(Vec::as_slice));
+        let d = detect_instruction_with(text, vectors.get(i).and_then(|v| v.as_deref()));
         let rank = |v: Verdict| match v {
             Verdict::None => 0,
             Verdict::Steering => 1,

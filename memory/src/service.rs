@@ -456,12 +456,23 @@ impl MemoryService {
             return Ok(prev);
         }
         let fields = req.text_fields();
-        // The detector's second opinion reads each field's vector (one batch; a few
-        // milliseconds per write).
+        // The detector's second opinion reads the vector of each field it judges (one batch;
+        // a few milliseconds per write): fields of a few words (names, tags, ids) are left to
+        // the classifier, and cost nothing.
         let vectors = match &self.gate_embedder {
             Some(e) => {
-                let texts: Vec<&str> = fields.iter().map(|(_, t)| *t).collect();
-                registry_detect::vector::gate_vectors(e.as_ref(), &texts)?.unwrap_or_default()
+                let read: Vec<usize> = (0..fields.len())
+                    .filter(|i| registry_detect::vector::reads(fields[*i].1))
+                    .collect();
+                let texts: Vec<&str> = read.iter().map(|i| fields[*i].1).collect();
+                let mut got = registry_detect::vector::gate_vectors(e.as_ref(), &texts)?
+                    .unwrap_or_default()
+                    .into_iter();
+                let mut out = vec![None; fields.len()];
+                for i in read {
+                    out[i] = got.next();
+                }
+                out
             }
             None => vec![],
         };

@@ -622,11 +622,14 @@ fn the_gate_reads_the_second_opinion_through_http_and_mcp() {
         codes(&m["reasons"]).contains(&"steers_controls".to_string()),
         "{m}"
     );
-    // An ordinary memory is still accepted through the same gate.
+    // An ordinary memory is still accepted through the same gate, and so are fragments in its
+    // structured fields (a harness's naive entity extractor), which the second opinion leaves
+    // to the classifier: read as vectors, "You're" and "Don't" scored as steering.
     let (s, b) = call(app.post(
         &ann,
         "/v1/memories",
-        &json!({"class": "semantic", "content": "Ann prefers the window seat on morning flights."}),
+        &json!({"class": "semantic", "content": "Ann prefers the window seat on morning flights.",
+                "entities": ["You're", "Don't", "What", "Ann"], "speaker": "Ann"}),
     ));
     assert_eq!((s, b["decision"].as_str()), (200, Some("accepted")), "{b}");
 }

@@ -405,24 +405,26 @@ pub fn detect_with(text: &str, model: &Model) -> Detection {
 }
 
 /// [`detect_instruction`] with the text's vector from [`crate::vector::gate_vectors`]: the
-/// embedded second opinion ([`crate::vector::VECTOR_MODEL`]) stacked on the classifier decides
-/// with its own thresholds. Without a vector, or with one of another dimension, the classifier
-/// decides alone, as in [`detect_instruction`].
+/// embedded second opinion ([`crate::vector::SECOND_OPINION`]) stacked on the classifier decides
+/// with its own thresholds. Without a vector, with one of another dimension, or for a fragment
+/// of fewer than [`crate::vector::MIN_WORDS`] words, the classifier decides alone, as in
+/// [`detect_instruction`].
 pub fn detect_instruction_with(text: &str, vector: Option<&[f32]>) -> Detection {
-    detect_stacked(text, &MODEL, &crate::vector::VECTOR_MODEL, vector)
+    detect_stacked(text, &MODEL, &crate::vector::SECOND_OPINION, vector)
 }
 
 /// [`detect_instruction_with`] with other models (training and evaluation).
 pub fn detect_stacked(
     text: &str,
     model: &Model,
-    second: &crate::vector::VectorModel,
+    second: &crate::vector::SecondOpinion,
     vector: Option<&[f32]>,
 ) -> Detection {
     let a = analyse(text);
     let s = score(&a, model);
+    let vector = vector.filter(|_| crate::vector::reads(text));
     match vector.and_then(|v| second.score(s, v)) {
-        Some(stacked) => decide_at(&a, stacked, second.threshold, second.veto),
+        Some(stacked) => decide_at(&a, stacked, second.threshold(), second.veto()),
         None => decide(&a, s, model),
     }
 }

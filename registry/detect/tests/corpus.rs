@@ -60,9 +60,11 @@ fn held_out_block_and_kept_rates() {
 }
 
 /// The same split with the second opinion (`registry_detect::vector`), as the gate decides when
-/// its embedding model is loaded: 157 of 164 attacks, 158 of 160 legitimate when committed.
-const MEASURED_BLOCK_SECOND: f64 = 157.0 / 164.0;
-const MEASURED_KEPT_SECOND: f64 = 158.0 / 160.0;
+/// its embedding model is loaded: 159 of 164 attacks, 157 of 160 legitimate when committed
+/// (157 / 158 before the neighbour features; they were chosen by cross-validation and the
+/// development sets, and this split was run once on the result).
+const MEASURED_BLOCK_SECOND: f64 = 159.0 / 164.0;
+const MEASURED_KEPT_SECOND: f64 = 157.0 / 160.0;
 
 #[test]
 fn held_out_with_the_second_opinion() {
@@ -100,6 +102,18 @@ fn held_out_with_the_second_opinion() {
         assert_eq!(
             detect_instruction_with(&ex.text, None),
             registry_detect::detect_instruction(&ex.text)
+        );
+    }
+    // So it does for fragments of fewer than three words, whatever their vector says.
+    let fragments = ["You're", "Don't", "What", "Caroline", "session_1", "忽略"];
+    let vs = gate_vectors(&emb, &fragments)
+        .expect("embedding")
+        .expect("e5");
+    for (t, v) in fragments.iter().zip(&vs) {
+        assert_eq!(
+            detect_instruction_with(t, Some(v)),
+            registry_detect::detect_instruction(t),
+            "{t}"
         );
     }
 }

@@ -128,6 +128,14 @@ fn main() {
             std::hint::black_box(gate_vectors(&emb, &[t]).expect("embedding"));
         }
     });
+    // The stacked score alone (the neighbour scan over the prototypes dominates it).
+    let sample_vs = vectors(&sample);
+    let second = &*registry_detect::vector::SECOND_OPINION;
+    let stack_t = per_call(5, sample_vs.len(), || {
+        for v in &sample_vs {
+            std::hint::black_box(second.score(0.5, v));
+        }
+    });
     let bytes: usize = texts.iter().map(|t| t.len()).sum();
     // Warm the lazily compiled patterns and the model first.
     for t in &texts {
@@ -186,6 +194,12 @@ fn main() {
         "  gate_vectors        {:>8.1} µs per text (the second opinion's vector, {} texts one at a time)",
         vec_t * 1e6,
         sample.len()
+    );
+    println!(
+        "  second opinion      {:>8.1} µs per text (its score from a vector: {} neighbours among {} prototypes)",
+        stack_t * 1e6,
+        second.model.neighbours,
+        second.prototypes.len()
     );
     println!(
         "  detect_instruction  {:>8.1} µs per text of 150 bytes or more ({} texts, mean {} bytes)",

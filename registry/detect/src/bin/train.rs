@@ -17,9 +17,11 @@
 //! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
 //! - `--no-vectors` skips the second opinion (with `--no-write` only: the stacked model reads
 //!   the classifier's logit, so it is retrained with it);
+//! - `--neighbours A,B` compares those neighbour counts for the second opinion (0: none;
+//!   default 0, 5, 10 and 20);
 //! - `--vector-cache FILE` keeps the texts' vectors in FILE between runs (JSON lines);
 //! - `--errors` lists the train examples that cross-validation gets wrong;
-//! - `--eval DIR` also reports the final model on another corpus directory (every split),
+//! - `--eval DIR[,DIR…]` also reports the final model on other corpus directories (every split),
 //!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
 //!   the veto of `--at T,V` or the chosen one; `--at` also sets the thresholds of the
 //!   cross-validated and development figures, for comparing two builds at the same point);
@@ -35,7 +37,10 @@ use std::path::Path;
 
 use registry_detect::classifier::{self, FEATURES, FeatureSet, Sample, TrainConfig};
 use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_statement};
-use registry_detect::vector::{self, VECTOR_DIM, VECTOR_MODEL_NAME, VECTOR_TOKENS, VectorModel};
+use registry_detect::vector::{
+    self, Near, Prototypes, SecondOpinion, StackInput, TopK, VECTOR_DIM, VECTOR_MODEL_NAME,
+    VECTOR_TOKENS,
+};
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
 
@@ -118,21 +123,91 @@ fn vectors_of(emb: &OnnxEmbedder, texts: &[&str], cache: Option<&Path>) -> Vec<V
 /// L2 penalties compared for the second opinion (on the mean loss: 1/(C·n) for a C of about
 /// 30, 10, 3 and 1 over the train split).
 const SECOND_L2: [f64; 4] = [7e-6, 2e-5, 7e-5, 2e-4];
+/// Neighbours per label compared for its neighbour features (0: none).
+const SECOND_NEIGHBOURS: [usize; 4] = [0, 5, 10, 20];
 /// Full-batch steps of its fit.
 const SECOND_ITERATIONS: usize = 600;
 
+/// For every example, the cosines of its nearest prototypes of each label in each fold
+/// (itself excluded), so that its neighbour features can be read from any set of folds: a
+/// held-out example's from the folds that train, a training example's from the folds that
+/// train except its own (as if it were held out too).
+struct FoldNeighbours {
+    /// `[example][fold][label]`, largest first, at most [`vector::MAX_NEIGHBOURS`].
+    top: Vec<[[Vec<f32>; 2]; FOLDS as usize]>,
+}
+
+impl FoldNeighbours {
+    fn new(ps: &[Prepared], vecs: &[Vec<f32>], protos: &Prototypes, proto_rows: &[usize]) -> Self {
+        let one = |i: usize| {
+            let mut top: [[TopK; 2]; FOLDS as usize] = std::array::from_fn(|_| {
+                [
+                    TopK::new(vector::MAX_NEIGHBOURS),
+                    TopK::new(vector::MAX_NEIGHBOURS),
+                ]
+            });
+            for (j, &row) in proto_rows.iter().enumerate() {
+                if row != i {
+                    let f = fold_of(&ps[row].ex.group) as usize;
+                    top[f][usize::from(protos.is_attack(j))].push(protos.similarity(j, &vecs[i]));
+                }
+            }
+            top.map(|t| t.map(|k| k.values().to_vec()))
+        };
+        let n = ps.len();
+        let half = n.div_ceil(2);
+        let top = std::thread::scope(|s| {
+            let second = s.spawn(|| (half..n).map(one).collect::<Vec<_>>());
+            let mut first: Vec<_> = (0..half).map(one).collect();
+            first.extend(second.join().expect("neighbour thread"));
+            first
+        });
+        FoldNeighbours { top }
+    }
+
+    /// Example `i`'s neighbour features from every fold but `excluded`.
+    fn near(&self, i: usize, excluded: &[u64], k: usize) -> Option<Near> {
+        if k == 0 {
+            return None;
+        }
+        let mean = |label: usize| {
+            let mut t = TopK::new(k);
+            for (f, lists) in self.top[i].iter().enumerate() {
+                if !excluded.contains(&(f as u64)) {
+                    lists[label].iter().for_each(|x| t.push(*x));
+                }
+            }
+            t.mean()
+        };
+        Some(Near {
+            attack: mean(1),
+            legit: mean(0),
+        })
+    }
+}
+
 /// The stacked model's inputs for the examples that train the classifier, from `fold`'s
-/// complement (every fold with `None`).
+/// complement (every fold with `None`), with `k` neighbours read as if each example's own
+/// fold were held out as well.
 fn second_samples<'a>(
     ps: &[Prepared],
     lr: &[f32],
     vecs: &'a [Vec<f32>],
+    near: &FoldNeighbours,
+    k: usize,
     fold: Option<u64>,
-) -> (Vec<(f32, &'a [f32])>, Vec<bool>) {
+) -> (Vec<StackInput<'a>>, Vec<bool>) {
     ps.iter()
         .enumerate()
         .filter(|(_, p)| p.ex.trains_classifier() && fold != Some(fold_of(&p.ex.group)))
-        .map(|(i, p)| ((lr[i], &vecs[i][..]), p.ex.is_attack()))
+        .map(|(i, p)| {
+            let own = fold_of(&p.ex.group);
+            let excluded: Vec<u64> = fold.into_iter().chain([own]).collect();
+            (
+                (lr[i], &vecs[i][..], near.near(i, &excluded, k)),
+                p.ex.is_attack(),
+            )
+        })
         .unzip()
 }
 
@@ -142,35 +217,48 @@ fn train_second(
     ps: &[Prepared],
     lr: &[f32],
     vecs: &[Vec<f32>],
-    lt: f32,
-    lv: f32,
+    (lt, lv): (f32, f32),
+    neighbours: &[usize],
     errors: bool,
-) -> (VectorModel, Tally) {
-    let mut runs: Vec<Run<f64>> = vec![];
-    for l2 in SECOND_L2 {
-        {
+) -> (SecondOpinion, Tally) {
+    let proto_rows: Vec<usize> = (0..ps.len())
+        .filter(|i| ps[*i].ex.trains_classifier())
+        .collect();
+    let prototypes = Prototypes::new(
+        &proto_rows.iter().map(|i| &vecs[*i][..]).collect::<Vec<_>>(),
+        &proto_rows
+            .iter()
+            .map(|i| ps[*i].ex.is_attack())
+            .collect::<Vec<_>>(),
+    );
+    let near = FoldNeighbours::new(ps, vecs, &prototypes, &proto_rows);
+    let mut runs: Vec<Run<(usize, f64)>> = vec![];
+    for &k in neighbours {
+        for l2 in SECOND_L2 {
             let mut oof = vec![0f32; ps.len()];
             for f in 0..FOLDS {
-                let (xs, ys) = second_samples(ps, lr, vecs, Some(f));
-                let m = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS);
+                let (xs, ys) = second_samples(ps, lr, vecs, &near, k, Some(f));
+                let m = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS, (k, 0));
                 for (i, p) in ps.iter().enumerate() {
                     if fold_of(&p.ex.group) == f {
-                        oof[i] = m.score(lr[i], &vecs[i]).expect("dimension");
+                        oof[i] = m
+                            .score_near(lr[i], &vecs[i], near.near(i, &[f], k))
+                            .expect("dimension");
                     }
                 }
             }
             let (t, v, tal, enough) = choose_threshold(ps, &oof);
             println!(
-                "second opinion: l2 {l2:<7} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}%",
+                "second opinion: neighbours {k:<2} l2 {l2:<7} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}%",
                 100.0 * tal.block_rate(),
                 100.0 * tal.kept_rate()
             );
-            runs.push((l2, t, v, tal, oof, enough));
+            runs.push(((k, l2), t, v, tal, oof, enough));
         }
     }
-    let ((l2, t, v, cv, oof, _), _, _) = pick(runs);
+    let (((k, l2), t, v, cv, oof, _), _, _) = pick(runs);
     println!(
-        "second opinion chosen: l2 {l2} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}% (the classifier alone at {lt:.2} / {lv:.2}: {:.1}% / {:.1}%)",
+        "second opinion chosen: neighbours {k} l2 {l2} threshold {t:.2} veto {v:.2}  CV block {:.1}%  kept {:.1}% (the classifier alone at {lt:.2} / {lv:.2}: {:.1}% / {:.1}%)",
         100.0 * cv.block_rate(),
         100.0 * cv.kept_rate(),
         100.0 * tally(ps, lr, lt, lv).block_rate(),
@@ -194,11 +282,11 @@ fn train_second(
         "{}",
         by_class.render("CV with the second opinion, by family / topic")
     );
-    let (xs, ys) = second_samples(ps, lr, vecs, None);
-    let mut m = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS);
-    m.threshold = t;
-    m.veto = v;
-    (m, cv)
+    let (xs, ys) = second_samples(ps, lr, vecs, &near, k, None);
+    let mut model = vector::fit(&xs, &ys, l2, SECOND_ITERATIONS, (k, prototypes.len()));
+    model.threshold = t;
+    model.veto = v;
+    (SecondOpinion { model, prototypes }, cv)
 }
 
 struct Prepared<'a> {
@@ -531,9 +619,20 @@ fn main() {
         });
         let texts: Vec<&str> = ps.iter().map(|p| p.ex.text.as_str()).collect();
         let vecs = vectors_of(&emb, &texts, cache);
-        Some((train_second(&ps, &scores, &vecs, lt, lv, errors), emb))
+        let neighbours: Vec<usize> =
+            value("--neighbours").map_or(SECOND_NEIGHBOURS.to_vec(), |s| {
+                s.split(',')
+                    .map(|x| x.parse().expect("--neighbours A,B"))
+                    .filter(|k| *k <= vector::MAX_NEIGHBOURS)
+                    .collect()
+            });
+        Some((
+            train_second(&ps, &scores, &vecs, (lt, lv), &neighbours, errors),
+            emb,
+        ))
     };
-    if let Some(dir) = value("--eval") {
+    // Each directory of `--eval A,B` on its own.
+    for dir in value("--eval").into_iter().flat_map(|d| d.split(',')) {
         // At the chosen thresholds, or at those of `--at`.
         let at = Model {
             threshold: lt,
@@ -592,8 +691,11 @@ fn main() {
         "second_opinion": {
             "file": "vector.json",
             "embedding_model": VECTOR_MODEL_NAME,
-            "threshold": second.threshold,
-            "veto": second.veto,
+            "prototypes_file": "prototypes.bin",
+            "prototypes": second.prototypes.len(),
+            "neighbours": second.model.neighbours,
+            "threshold": second.model.threshold,
+            "veto": second.model.veto,
             "cross_validation": {
                 "block_rate": second_cv.block_rate(),
                 "kept_rate": second_cv.kept_rate(),
@@ -602,16 +704,18 @@ fn main() {
     });
     std::fs::write(
         dir.join("vector.json"),
-        serde_json::to_string(&second).expect("json") + "\n",
+        serde_json::to_string(&second.model).expect("json") + "\n",
     )
     .expect("write the second opinion");
+    std::fs::write(dir.join("prototypes.bin"), second.prototypes.to_bytes())
+        .expect("write the second opinion's prototypes");
     std::fs::write(
         dir.join("instruction.json"),
         serde_json::to_string_pretty(&meta).expect("json") + "\n",
     )
     .expect("write model metadata");
     println!(
-        "wrote model/instruction.lr ({} weights), model/vector.json and model/instruction.json",
+        "wrote model/instruction.lr ({} weights), model/vector.json, model/prototypes.bin and model/instruction.json",
         model.weights.len()
     );
 }
@@ -622,7 +726,7 @@ fn main() {
 fn evaluate(
     dir: &Path,
     model: &Model,
-    second: Option<(&VectorModel, &OnnxEmbedder, Option<&Path>)>,
+    second: Option<(&SecondOpinion, &OnnxEmbedder, Option<&Path>)>,
     set: FeatureSet,
     errors: bool,
     curve: Option<f32>,
@@ -637,11 +741,13 @@ fn evaluate(
         let a = analyse_with(&e.text, set);
         let mut s = registry_detect::score(&a, model);
         let (mut t, mut v) = (model.threshold, model.veto);
-        if let (Some((m, _, _)), Some(vecs)) = (second, &vecs) {
+        if let (Some((m, _, _)), Some(vecs)) = (second, &vecs)
+            && vector::reads(&e.text)
+        {
             s = m
                 .score(s, &vecs[i])
                 .expect("a vector of the model's dimension");
-            (t, v) = (m.threshold, m.veto);
+            (t, v) = (m.threshold(), m.veto());
         }
         let d = decide_at(&a, s, t, v);
         let f = scan_sensitive(&e.text);

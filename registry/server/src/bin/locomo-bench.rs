@@ -1,7 +1,7 @@
 //! LoCoMo memory-recall benchmark over the HTTP API. Prints figures; asserts nothing.
 //!
 //! `locomo-bench [--data FILE] [--data-dir DIR] [--search-only] [--embed-model NAME] [--k N]
-//! [--misses N] [--weights SETS] [--dump FILE]`
+//! [--misses N] [--weights SETS] [--dump FILE] [--held]`
 //!
 //! Serves the registry in-process on a loopback port over `DIR` (default: a fresh temporary
 //! directory) and talks to it with plain HTTP/1.1 requests, as a harness would. Every turn of
@@ -18,6 +18,8 @@
 //! `--weights "semantic=0.5,lexical=0.2;semantic=0.3"` scores the questions once per set (`;`
 //! between sets, each `signal=weight` over the defaults of `registry_memory::search::WEIGHTS`):
 //! for tuning the ranking mix on these development conversations only.
+//!
+//! `--held` prints every turn the gate did not accept: its `dia_id`, decision, reasons and text.
 //!
 //! `--dump FILE` writes, per question, its 100 best hits with their breakdowns (JSON lines).
 //!
@@ -56,6 +58,7 @@ struct Options {
     misses: usize,
     weights: Vec<String>,
     dump: Option<PathBuf>,
+    held: bool,
 }
 
 fn parse_args() -> anyhow::Result<Options> {
@@ -73,6 +76,7 @@ fn parse_args() -> anyhow::Result<Options> {
         misses: 0,
         weights: vec![],
         dump: None,
+        held: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -81,6 +85,7 @@ fn parse_args() -> anyhow::Result<Options> {
             "--data" => o.data = value()?.into(),
             "--data-dir" => o.data_dir = Some(value()?.into()),
             "--search-only" => o.search_only = true,
+            "--held" => o.held = true,
             "--embed-model" => o.embed_model = Some(value()?.parse().map_err(anyhow::Error::msg)?),
             "--k" => o.k = value()?.parse()?,
             "--misses" => o.misses = value()?.parse()?,
@@ -195,7 +200,7 @@ fn main() -> anyhow::Result<()> {
             )
         })?)?
     } else {
-        write_turns(addr, &convs, &keys, &map_path)?
+        write_turns(addr, &convs, &keys, &map_path, o.held)?
     };
 
     let defaults = state.services.memory.weights();
@@ -387,6 +392,7 @@ fn write_turns(
     convs: &[Value],
     keys: &HashMap<String, String>,
     map_path: &Path,
+    show_held: bool,
 ) -> anyhow::Result<HashMap<String, HashMap<String, Vec<String>>>> {
     let mut all: HashMap<String, HashMap<String, Vec<String>>> = HashMap::new();
     let mut decisions: BTreeMap<String, usize> = BTreeMap::new();
@@ -429,9 +435,17 @@ fn write_turns(
                     *decisions.entry(format!("http {s}")).or_default() += 1;
                     continue;
                 }
-                *decisions
-                    .entry(r["decision"].as_str().unwrap_or("?").to_string())
-                    .or_default() += 1;
+                let decision = r["decision"].as_str().unwrap_or("?");
+                *decisions.entry(decision.to_string()).or_default() += 1;
+                if show_held && decision != "accepted" {
+                    let reasons: Vec<String> = r["reasons"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|x| format!("{}{}", x["code"].as_str().unwrap_or("?"), x["fields"]))
+                        .collect();
+                    println!("held {dia} {decision} {reasons:?}: {content}");
+                }
                 if let Some(id) = r["id"].as_str() {
                     held.entry(id.to_string())
                         .or_default()
