@@ -370,13 +370,8 @@ fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
     let key = AuditKey::from_bytes([7; 32]);
     let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
     // The gate's second opinion, shared by the nodes as one server shares it.
-    let gate: Arc<dyn Embedder> = Arc::new(
-        OnnxEmbedder::new(EmbedderConfig {
-            model: registry_embed::ModelChoice::MultilingualE5Small,
-            ..EmbedderConfig::default()
-        })
-        .unwrap(),
-    );
+    let gate: Arc<dyn Embedder> =
+        Arc::new(OnnxEmbedder::new(registry_detect::vector::embedder_config()).unwrap());
     let shared = Arc::new(EmbeddedVectorIndex::open(tmp.path().join("vectors"), 384).unwrap());
     let node = |name: &str| {
         let dir = tmp.path().join(name);

@@ -31,11 +31,8 @@ fn canonical_injections_are_hostile() {
 /// (also the examples, which the gate's unit tests write through the service).
 #[test]
 fn canonical_injections_are_hostile_with_the_second_opinion() {
-    let emb = registry_embed::OnnxEmbedder::new(registry_embed::EmbedderConfig {
-        model: registry_embed::ModelChoice::MultilingualE5Small,
-        ..Default::default()
-    })
-    .expect("the second opinion's model (run scripts/fetch-models.sh)");
+    let emb = registry_embed::OnnxEmbedder::new(registry_detect::vector::embedder_config())
+        .expect("the second opinion's model (run scripts/fetch-models.sh)");
     let vectors = gate_vectors(&emb, MUST_BLOCK)
         .expect("embedding")
         .expect("e5");

@@ -70,11 +70,8 @@ const MEASURED_KEPT_SECOND: f64 = 157.0 / 160.0;
 fn held_out_with_the_second_opinion() {
     use registry_detect::vector::gate_vectors;
     use registry_detect::{detect_instruction_with, scan_sensitive};
-    let emb = registry_embed::OnnxEmbedder::new(registry_embed::EmbedderConfig {
-        model: registry_embed::ModelChoice::MultilingualE5Small,
-        ..Default::default()
-    })
-    .expect("the second opinion's model (run scripts/fetch-models.sh)");
+    let emb = registry_embed::OnnxEmbedder::new(registry_detect::vector::embedder_config())
+        .expect("the second opinion's model (run scripts/fetch-models.sh)");
     let all = corpus::load_default().expect("corpus loads");
     let test: Vec<_> = all.iter().filter(|e| e.split == "test").collect();
     let texts: Vec<&str> = test.iter().map(|e| e.text.as_str()).collect();

@@ -356,11 +356,10 @@ impl AppState {
                 embedder.clone()
             } else {
                 Arc::new(OnnxEmbedder::new(EmbedderConfig {
-                    model: ModelChoice::MultilingualE5Small,
                     model_dir: config.model_dir.clone(),
                     threads: Some(config.embed_threads),
                     query_cache: 0,
-                    ..EmbedderConfig::default()
+                    ..registry_detect::vector::embedder_config()
                 })?)
             };
         let (vectors, qdrant) = open_vector_index(&config, &embedder)?;

@@ -70,10 +70,9 @@ pub fn gate_embedder() -> Arc<dyn registry_core::retrieval::Embedder> {
     GATE.get_or_init(|| {
         Arc::new(
             registry_embed::OnnxEmbedder::new(EmbedderConfig {
-                model: registry_embed::ModelChoice::MultilingualE5Small,
                 threads: Some(1),
                 query_cache: 0,
-                ..EmbedderConfig::default()
+                ..registry_detect::vector::embedder_config()
             })
             .expect("the gate's embedding model (run scripts/fetch-models.sh)"),
         )

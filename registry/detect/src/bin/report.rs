@@ -13,7 +13,7 @@ use registry_detect::corpus::{
 };
 use registry_detect::vector::gate_vectors;
 use registry_detect::{MODEL, detect_instruction, detect_instruction_with, scan_sensitive};
-use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
+use registry_embed::{EmbedderConfig, OnnxEmbedder};
 
 /// Time this thread has spent on a CPU, in seconds (Linux `schedstat`); wall-clock time where
 /// that is not available. On a shared machine CPU time is the steadier measure.
@@ -85,9 +85,8 @@ fn main() {
     }
     // The gate's decision with its embedding model: the second opinion stacked on the classifier.
     let emb = OnnxEmbedder::new(EmbedderConfig {
-        model: ModelChoice::MultilingualE5Small,
         threads: Some(1),
-        ..EmbedderConfig::default()
+        ..registry_detect::vector::embedder_config()
     })
     .unwrap_or_else(|e| panic!("the second opinion's model (run scripts/fetch-models.sh): {e}"));
     let vectors = |texts: &[&str]| -> Vec<Vec<f32>> {

@@ -42,7 +42,7 @@ use registry_detect::vector::{
     VECTOR_TOKENS,
 };
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
-use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
+use registry_embed::OnnxEmbedder;
 
 const FOLDS: u64 = 5;
 /// The cross-validated kept rate of the legitimate examples outside [`HARD_TOPICS`] a threshold
@@ -610,11 +610,7 @@ fn main() {
         );
         None
     } else {
-        let emb = OnnxEmbedder::new(EmbedderConfig {
-            model: ModelChoice::MultilingualE5Small,
-            ..EmbedderConfig::default()
-        })
-        .unwrap_or_else(|e| {
+        let emb = OnnxEmbedder::new(vector::embedder_config()).unwrap_or_else(|e| {
             panic!("the second opinion's model (run scripts/fetch-models.sh): {e}")
         });
         let texts: Vec<&str> = ps.iter().map(|p| p.ex.text.as_str()).collect();
