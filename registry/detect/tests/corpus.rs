@@ -60,11 +60,12 @@ fn held_out_block_and_kept_rates() {
 }
 
 /// The same split with the second opinion (`registry_detect::vector`), as the gate decides when
-/// its embedding model is loaded: 159 of 164 attacks, 157 of 160 legitimate when committed
-/// (157 / 158 before the neighbour features; they were chosen by cross-validation and the
-/// development sets, and this split was run once on the result).
+/// its embedding model is loaded: 159 of 164 attacks, 156 of 160 legitimate when committed
+/// (157 / 158 before the neighbour features, 159 / 157 with them before the b28/b29 files;
+/// both steps were chosen by cross-validation and the development sets, and this split was
+/// run once on each result).
 const MEASURED_BLOCK_SECOND: f64 = 159.0 / 164.0;
-const MEASURED_KEPT_SECOND: f64 = 157.0 / 160.0;
+const MEASURED_KEPT_SECOND: f64 = 156.0 / 160.0;
 
 #[test]
 fn held_out_with_the_second_opinion() {
