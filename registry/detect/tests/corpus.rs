@@ -21,9 +21,11 @@ const GOAL_KEPT: f64 = 0.97;
 /// error (about ±4 texts), and choosing the corpus by this split would make it a development
 /// set. Topical corrections and more key formats then gave 141; encodings
 /// and the b22/b23 files 144 (and one more legitimate text kept), b24/b25 146, b26/b27 145
-/// (kept on cross-validation and the development sets, decided before this split was run).
+/// (kept on cross-validation and the development sets, decided before this split was run);
+/// b28–b32 (chosen with the second opinion, which decides when the gate has its model) kept
+/// 145 and one legitimate text fewer (157).
 const MEASURED_BLOCK: f64 = 145.0 / 164.0;
-const MEASURED_KEPT: f64 = 158.0 / 160.0;
+const MEASURED_KEPT: f64 = 157.0 / 160.0;
 
 #[test]
 fn held_out_block_and_kept_rates() {
@@ -61,9 +63,9 @@ fn held_out_block_and_kept_rates() {
 
 /// The same split with the second opinion (`registry_detect::vector`), as the gate decides when
 /// its embedding model is loaded: 159 of 164 attacks, 156 of 160 legitimate when committed
-/// (157 / 158 before the neighbour features, 159 / 157 with them before the b28/b29 files;
-/// both steps were chosen by cross-validation and the development sets, and this split was
-/// run once on each result).
+/// (157 / 158 before the neighbour features, 159 / 157 with them before the b28/b29 files,
+/// 159 / 156 with b28–b32; each step was chosen by cross-validation and the development
+/// sets, and this split was run once on each result).
 const MEASURED_BLOCK_SECOND: f64 = 159.0 / 164.0;
 const MEASURED_KEPT_SECOND: f64 = 156.0 / 160.0;
 
