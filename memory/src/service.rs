@@ -456,26 +456,17 @@ impl MemoryService {
             return Ok(prev);
         }
         let fields = req.text_fields();
-        // The detector's second opinion reads the vector of each field it judges (one batch;
-        // a few milliseconds per write): fields of a few words (names, tags, ids) are left to
-        // the classifier, and cost nothing.
-        let vectors = match &self.gate_embedder {
-            Some(e) => {
-                let read: Vec<usize> = (0..fields.len())
-                    .filter(|i| registry_detect::vector::reads(fields[*i].1))
-                    .collect();
-                let texts: Vec<&str> = read.iter().map(|i| fields[*i].1).collect();
-                let mut got = registry_detect::vector::gate_vectors(e.as_ref(), &texts)?
-                    .unwrap_or_default()
-                    .into_iter();
-                let mut out = vec![None; fields.len()];
-                for i in read {
-                    out[i] = got.next();
-                }
-                out
-            }
-            None => vec![],
-        };
+        // The stored vector is computed while the gate's second opinion embeds the fields (two
+        // model calls at once rather than one after the other); it is thrown away when the
+        // write is not accepted.
+        let index_text = req.index_text();
+        let speculate = pre_embedded.is_none() && self.gate_embedder.is_some();
+        let (vectors, early) = std::thread::scope(|s| {
+            let early = speculate.then(|| s.spawn(|| self.search.embed_one(&index_text)));
+            let vectors = self.gate_vectors(&fields);
+            let early = early.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            (vectors, early)
+        });
         let screen = gate::screen_with_vectors(
             p,
             req.class,
@@ -483,16 +474,20 @@ impl MemoryService {
             req.source,
             req.sensitivity,
             &fields,
-            &vectors,
+            &vectors?,
         );
         if screen.decision == Decision::Rejected {
             return Err(Error::Rejected(screen.reasons));
         }
         let cand = self.candidate(p, req, scope, screen, now);
+        debug_assert_eq!(cand.body.embed_text(), index_text);
         // Embedding happens outside the lock: it is the slow part and depends only on the text.
-        let vector = match (cand.screen.decision, pre_embedded) {
-            (Decision::Accepted, Some(v)) => Some(v),
-            (Decision::Accepted, None) => Some(self.search.embed_one(&cand.body.embed_text())?),
+        let vector = match (cand.screen.decision, pre_embedded, early) {
+            (Decision::Accepted, Some(v), _) => Some(v),
+            (Decision::Accepted, None, Some(early)) => Some(early?),
+            (Decision::Accepted, None, None) => {
+                Some(self.search.embed_one(&cand.body.embed_text())?)
+            }
             _ => None,
         };
         registry_core::deadline::check()?;
@@ -533,6 +528,27 @@ impl MemoryService {
 
     /// The record a write would store: its governance metadata (trust from the writer's
     /// channel, sensitivity from the gate, retention of working memory) and its body.
+    /// The second opinion's vector of each field it judges, in the order of `fields` (one
+    /// batch; a few milliseconds per write): fields of a few words (names, tags, ids) are left
+    /// to the classifier and cost nothing; without the gate's model, none.
+    fn gate_vectors(&self, fields: &[(&str, &str)]) -> Result<Vec<Option<Vec<f32>>>> {
+        let Some(e) = &self.gate_embedder else {
+            return Ok(vec![]);
+        };
+        let read: Vec<usize> = (0..fields.len())
+            .filter(|i| registry_detect::vector::reads(fields[*i].1))
+            .collect();
+        let texts: Vec<&str> = read.iter().map(|i| fields[*i].1).collect();
+        let mut got = registry_detect::vector::gate_vectors(e.as_ref(), &texts)?
+            .unwrap_or_default()
+            .into_iter();
+        let mut out = vec![None; fields.len()];
+        for i in read {
+            out[i] = got.next();
+        }
+        Ok(out)
+    }
+
     fn candidate(
         &self,
         p: &Principal,
