@@ -526,8 +526,6 @@ impl MemoryService {
         Ok(outcome)
     }
 
-    /// The record a write would store: its governance metadata (trust from the writer's
-    /// channel, sensitivity from the gate, retention of working memory) and its body.
     /// The second opinion's vector of each field it judges, in the order of `fields` (one
     /// batch; a few milliseconds per write): fields of a few words (names, tags, ids) are left
     /// to the classifier and cost nothing; without the gate's model, none.
@@ -549,6 +547,8 @@ impl MemoryService {
         Ok(out)
     }
 
+    /// The record a write would store: its governance metadata (trust from the writer's
+    /// channel, sensitivity from the gate, retention of working memory) and its body.
     fn candidate(
         &self,
         p: &Principal,
