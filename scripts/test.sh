@@ -14,11 +14,16 @@ export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 # Every test, then every integration test of the HTTP API once more with the registry on
 # PostgreSQL (REGISTRY_TEST_STORE=postgres; REGISTRY_SKIP_PG=1 skips that pass), both on one
 # throw-away cluster.
+# Every test binary runs and every failure is reported (--no-fail-fast); the PostgreSQL pass runs
+# even when the first pass failed, and the command fails if either did.
+(cd fixtures && sha256sum --quiet -c SHA256SUMS) || { echo "test: fixtures/ differs from fixtures/SHA256SUMS" >&2; exit 1; }
 bash scripts/pg-test.sh -- bash -c '
-    set -euo pipefail
-    cargo test --workspace --all-targets --locked "$@"
+    set -uo pipefail
+    status=0
+    cargo test --workspace --all-targets --locked --no-fail-fast "$@" || status=$?
     if [[ "${REGISTRY_SKIP_PG:-}" != 1 ]]; then
         echo "test: the integration suite again, on PostgreSQL" >&2
-        REGISTRY_TEST_STORE=postgres cargo test -p registry-server --test integration --locked "$@"
+        REGISTRY_TEST_STORE=postgres cargo test -p registry-server --test integration --locked --no-fail-fast "$@" || status=$?
     fi
+    exit "$status"
 ' test.sh "$@"

@@ -36,11 +36,9 @@ mod reference_agreement {
     use super::*;
     use skills_sdk::{Rule, validate_dir};
 
-    pub(super) fn shared_data() -> PathBuf {
-        match std::env::var_os("REGISTRY_SHARED_DATA") {
-            Some(p) => PathBuf::from(p),
-            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        }
+    /// The repository's `fixtures/` (every test reads its data from there).
+    pub(super) fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures")
     }
 
     /// The rule our validator must report for a reference message.
@@ -70,7 +68,7 @@ mod reference_agreement {
 
     #[test]
     fn verdicts_match_skills_ref_on_every_public_skill() {
-        let root = shared_data().join("skills-public");
+        let root = fixtures().join("skills-public");
         let tsv = fs::read_to_string(root.join("expected-verdicts.tsv")).unwrap_or_else(|e| {
             panic!(
                 "cannot read expected-verdicts.tsv under {}: {e}",
@@ -950,7 +948,7 @@ mod frontmatter_compat {
 
     #[test]
     fn public_skills_read_as_before() {
-        let root = reference_agreement::shared_data().join("skills-public");
+        let root = reference_agreement::fixtures().join("skills-public");
         let tsv = fs::read_to_string(root.join("expected-verdicts.tsv")).unwrap();
         let mut out = serde_json::Map::new();
         for line in tsv.lines().skip(1).filter(|l| !l.trim().is_empty()) {

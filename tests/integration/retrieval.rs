@@ -111,12 +111,9 @@ fn chinese_and_mixed_memories_are_found_by_their_words_and_survive_an_index_rebu
     assert_eq!(out["evidence"][0]["source_id"], "hr/leave.md", "{out}");
 }
 
-/// The shared data directory (`$REGISTRY_SHARED_DATA`, else the checkout's `../shared/data`).
-fn shared_data() -> std::path::PathBuf {
-    match std::env::var_os("REGISTRY_SHARED_DATA") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-    }
+/// The repository's `fixtures/` (every test reads its data from there).
+fn fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 fn jsonl(path: &std::path::Path) -> Vec<Value> {
@@ -137,7 +134,7 @@ fn chinese_knowledge_search_on_cmrc2018_through_the_api() {
     crate::sqlite_only!(
         "ranking does not depend on the store, and the PostgreSQL pass would embed the corpus again"
     );
-    let root = shared_data().join("cmrc2018-trial");
+    let root = fixtures().join("cmrc2018-trial");
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer", "ingest"], &[]);
     for d in jsonl(&root.join("corpus.jsonl")) {

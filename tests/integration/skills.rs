@@ -8,11 +8,9 @@ use skills_sdk::{ArchiveLimits, ValidationMode};
 
 use crate::common::*;
 
-fn shared_data() -> PathBuf {
-    match std::env::var_os("REGISTRY_SHARED_DATA") {
-        Some(p) => PathBuf::from(p),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-    }
+/// The repository's `fixtures/` (every test reads its data from there).
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
 /// Writes a skill directory `parent/name` with a `skill.toml`.
@@ -143,7 +141,7 @@ fn discover(app: &TestApp, key: &Key, q: &str) -> Vec<Value> {
 
 #[test]
 fn public_skills_validate_as_expected_publish_and_are_discoverable() {
-    let root = shared_data().join("skills-public");
+    let root = fixtures().join("skills-public");
     let tsv = std::fs::read_to_string(root.join("expected-verdicts.tsv")).unwrap();
     let app = TestApp::start();
     // One tenant per collection: both collections ship a `skill-creator`.

@@ -417,12 +417,9 @@ mod tests {
     /// format 1, unless NFKC folds one of its characters (`µ`, `²`, ligatures…).
     #[test]
     fn scifact_abstracts_are_analysed_as_in_format_1() {
-        let data = match std::env::var_os("REGISTRY_SHARED_DATA") {
-            Some(p) => std::path::PathBuf::from(p),
-            None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"),
-        };
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
         let corpus = std::fs::read_to_string(data.join("scifact/corpus.jsonl"))
-            .expect("shared/data/scifact (set REGISTRY_SHARED_DATA)");
+            .expect("fixtures/scifact/corpus.jsonl");
         let (mut same, mut folded) = (0, 0);
         for line in corpus.lines().filter(|l| !l.trim().is_empty()) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
@@ -444,7 +441,7 @@ mod tests {
             same += 1;
         }
         println!("scifact: {same} lines analysed as in format 1, {folded} changed by NFKC");
-        assert!(same > 4000, "{same}");
+        assert!(same > 900, "{same}");
     }
 
     #[test]
