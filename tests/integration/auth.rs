@@ -150,7 +150,10 @@ fn item11_plain_text_refusals_are_shown_in_the_console_error_page() {
             .send()
             .unwrap();
         assert_eq!(r.status().as_u16(), 400, "{path}");
-        assert!(header(&r, "content-type").starts_with("text/html"), "{path}");
+        assert!(
+            header(&r, "content-type").starts_with("text/html"),
+            "{path}"
+        );
         assert_eq!(header(&r, "x-frame-options"), "DENY");
         let body = r.text().unwrap();
         assert!(body.contains("role=\"alert\""), "{path}: {body}");

@@ -66,7 +66,10 @@ impl Sessions {
             .map(|(k, s)| (k, s.expires))
             .collect();
         if mine.len() >= MAX_SESSIONS_PER_KEY || t.len() >= MAX_SESSIONS {
-            let Some(oldest) = mine.iter().min_by_key(|(_, e)| *e).map(|(k, _)| (*k).clone())
+            let Some(oldest) = mine
+                .iter()
+                .min_by_key(|(_, e)| *e)
+                .map(|(k, _)| (*k).clone())
             else {
                 return Err(Full);
             };

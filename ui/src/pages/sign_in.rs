@@ -59,8 +59,10 @@ pub async fn submit(
             "too many failed sign-ins from this address; try again later",
         )
         .into_response();
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+        r.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(wait.as_secs().max(1)),
+        );
         return Ok(r);
     }
     let key = f.key.trim();
