@@ -224,6 +224,7 @@ fn clearance_and_purpose_filter_every_door_before_ranking() {
     let app = TestApp::start();
     let hr = app.key_with("acme", "hana", &["writer", "ingest"], |c| {
         c.clearance = Some("confidential".into());
+        c.purposes = vec!["hr".into(), "support".into()];
     });
     let support = app.key_with("acme", "sam", &["writer"], |c| {
         c.clearance = Some("internal".into());

@@ -1503,7 +1503,10 @@ fn the_reply_to_a_matching_question_is_lifted_and_stays_filtered() {
 
     // The reply is restricted to a purpose the search does not name: expansion finds it in the
     // store and the same filter as the index legs' turns it away.
-    let cai = app.key("acme", "cai", &["writer"], &[]);
+    let cai = app.key_with("acme", "cai", &["writer"], |c| {
+        c.clearance = Some("secret".into());
+        c.purposes = vec!["billing".into(), "family".into()];
+    });
     turn(&cai, "session_1", "Caroline", asked, json!({}));
     let hidden = turn(
         &cai,

@@ -4,6 +4,7 @@ pub mod layout;
 pub mod pages;
 pub mod session;
 pub mod svg;
+pub mod throttle;
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ struct Inner {
     services: Services,
     lookup: KeyLookup,
     sessions: Sessions,
+    throttle: throttle::Throttle,
 }
 
 impl Console {
@@ -40,6 +42,7 @@ impl Console {
             services,
             lookup,
             sessions: Sessions::default(),
+            throttle: throttle::Throttle::default(),
         }))
     }
 
@@ -104,7 +107,81 @@ pub fn router(console: Console) -> Router {
         .route("/ui/context/{id}", get(pages::context::manifest))
         .route("/ui/assets/htmx.min.js", get(htmx))
         .route("/ui/assets/console.css", get(css))
+        .layer(axum::middleware::map_response(harden))
         .with_state(console)
+}
+
+/// What every console answer carries: it is never framed (clickjacking), never sniffed as
+/// another type, and a page (anything but the static assets) is never stored by a cache, so a
+/// shared browser or proxy keeps no tenant's data. An error that an extractor answered in plain
+/// text (a malformed query or path) is shown in the console's error page instead.
+async fn harden(resp: Response) -> Response {
+    let mut resp = if resp.status().is_client_error() || resp.status().is_server_error() {
+        as_error_page(resp).await
+    } else {
+        resp
+    };
+    let h = resp.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "frame-ancestors 'none'; base-uri 'none'; object-src 'none'; form-action 'self'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    let asset = h
+        .get(header::CACHE_CONTROL)
+        .is_some_and(|v| v.as_bytes().starts_with(b"public"));
+    if !asset {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    resp
+}
+
+/// Most of an extractor's plain-text refusal quoted in the error page.
+const MAX_QUOTED: usize = 300;
+
+/// An error answered as something other than a page (an axum extractor's plain text, an empty
+/// body) becomes the error page with the same status and the code of the API's code table.
+async fn as_error_page(resp: Response) -> Response {
+    let is_html = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if is_html {
+        return resp;
+    }
+    let status = resp.status();
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let code = ErrorCode::ALL
+        .iter()
+        .find(|(_, s)| *s == status.as_u16())
+        .map_or("BAD_REQUEST", |(c, _)| c.as_str());
+    let mut message: String = text.trim().chars().take(MAX_QUOTED).collect();
+    if message.is_empty() {
+        message = status.canonical_reason().unwrap_or("refused").to_string();
+    }
+    let page = UiError::new(status, code, message).into_response();
+    let (new_parts, body) = page.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    for (k, v) in new_parts.headers.iter() {
+        parts.headers.insert(k.clone(), v.clone());
+    }
+    Response::from_parts(parts, body)
 }
 
 /// htmx, vendored from its npm package (see `ui/assets/VENDORED`).
@@ -130,6 +207,22 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+/// The client a request came from: the TCP peer the server records (`ConnectInfo`), if any.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub throttle::Client);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let peer = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0.ip());
+        Ok(ClientAddr(throttle::Client::new(peer)))
+    }
 }
 
 /// A signed-in request: the principal the session's key resolves to (re-read every request),

@@ -19,8 +19,13 @@ use registry_core::hash::sha256_hex;
 pub const COOKIE: &str = "hr_console";
 /// How long a session lives after sign-in (the cookie's `Max-Age` too).
 pub const LIFETIME: Duration = Duration::from_secs(8 * 60 * 60);
-/// Most sessions kept at once; the oldest go first.
-pub const MAX_SESSIONS: usize = 10_000;
+/// Most sessions one key holds at once; its own oldest goes first. One key's sign-ins never
+/// end another key's sessions.
+pub const MAX_SESSIONS_PER_KEY: usize = 16;
+/// Most sessions kept at once, over all keys. When the table is full (after expired sessions
+/// go), a sign-in of a key that has none to give up is refused rather than ending another
+/// key's session: 6,250 keys at their own cap would be needed to fill it.
+pub const MAX_SESSIONS: usize = 100_000;
 
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -42,19 +47,32 @@ fn random_token() -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// The session table is full of other keys' sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
 impl Sessions {
-    /// Opens a session for a key already checked; returns the cookie value.
-    pub fn open(&self, key_hash: String) -> String {
+    /// Opens a session for a key already checked; returns the cookie value. A key at
+    /// [`MAX_SESSIONS_PER_KEY`] gives up its own oldest session; only that key's sessions are
+    /// ever evicted.
+    pub fn open(&self, key_hash: String) -> Result<String, Full> {
         let id = random_token();
         let now = Instant::now();
         let mut t = self.by_id_hash.lock();
         t.retain(|_, s| s.expires > now);
-        if t.len() >= MAX_SESSIONS
-            && let Some(oldest) = t
+        let mine: Vec<(&String, Instant)> = t
+            .iter()
+            .filter(|(_, s)| s.key_hash == key_hash)
+            .map(|(k, s)| (k, s.expires))
+            .collect();
+        if mine.len() >= MAX_SESSIONS_PER_KEY || t.len() >= MAX_SESSIONS {
+            let Some(oldest) = mine
                 .iter()
-                .min_by_key(|(_, s)| s.expires)
-                .map(|(k, _)| k.clone())
-        {
+                .min_by_key(|(_, e)| *e)
+                .map(|(k, _)| (*k).clone())
+            else {
+                return Err(Full);
+            };
             t.remove(&oldest);
         }
         t.insert(
@@ -65,7 +83,17 @@ impl Sessions {
                 expires: now + LIFETIME,
             },
         );
-        id
+        Ok(id)
+    }
+
+    /// Live sessions of the key `key_hash`.
+    pub fn count_for(&self, key_hash: &str) -> usize {
+        let now = Instant::now();
+        self.by_id_hash
+            .lock()
+            .values()
+            .filter(|s| s.key_hash == key_hash && s.expires > now)
+            .count()
     }
 
     /// The live session a cookie value names.
@@ -173,9 +201,22 @@ mod tests {
     }
 
     #[test]
+    fn one_keys_sign_ins_evict_only_its_own_sessions() {
+        let s = Sessions::default();
+        let admin = s.open("admin".into()).unwrap();
+        let first = s.open("reader".into()).unwrap();
+        for _ in 0..MAX_SESSIONS_PER_KEY * 4 {
+            s.open("reader".into()).unwrap();
+        }
+        assert_eq!(s.count_for("reader"), MAX_SESSIONS_PER_KEY);
+        assert!(s.get(&first).is_none(), "the reader's oldest session went");
+        assert_eq!(s.get(&admin).unwrap().key_hash, "admin");
+    }
+
+    #[test]
     fn a_session_is_found_by_its_cookie_until_closed() {
         let s = Sessions::default();
-        let id = s.open("h".into());
+        let id = s.open("h".into()).unwrap();
         let h = headers(&[("cookie", &format!("a=b; {COOKIE}={id}"))]);
         assert_eq!(cookie_value(&h).as_deref(), Some(id.as_str()));
         assert_eq!(s.get(&id).unwrap().key_hash, "h");

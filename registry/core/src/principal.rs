@@ -1,8 +1,8 @@
 //! The principal: who is asking, on whose behalf, for what.
 //!
 //! Everything that bounds a principal comes from its API key (tenant, user, groups, roles,
-//! projects, clearance, platform): request headers can only narrow its position inside those
-//! bounds (a project it belongs to, a session, a task, a purpose), never widen them.
+//! projects, purposes, clearance, platform): request headers can only narrow its position inside
+//! those bounds (a project it belongs to, a session, a task, a purpose it holds), never widen them.
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +52,9 @@ impl Role {
 /// The project membership that stands for every project of the tenant.
 pub const ALL_PROJECTS: &str = "*";
 
+/// The purpose grant that stands for every purpose (admin keys).
+pub const ALL_PURPOSES: &str = "*";
+
 fn default_clearance() -> Sensitivity {
     Sensitivity::Secret
 }
@@ -77,6 +80,11 @@ pub struct Principal {
     /// The most sensitive data the key reads (its user's own user-scope memories excepted).
     #[serde(default = "default_clearance")]
     pub clearance: Sensitivity,
+    /// Purposes the key may name in `X-Purpose` ([`ALL_PURPOSES`] for every one). A key
+    /// without purposes reads no purpose-restricted asset.
+    #[serde(default)]
+    pub purposes: Vec<String>,
+    /// The request's purpose, one of [`Self::purposes`] (checked when the headers are read).
     #[serde(default)]
     pub purpose: Option<String>,
     #[serde(default)]
@@ -97,6 +105,7 @@ impl Principal {
             platform: false,
             projects: vec![],
             clearance: default_clearance(),
+            purposes: vec![],
             purpose: None,
             project: None,
             session: None,
@@ -122,6 +131,13 @@ impl Principal {
         self.projects
             .iter()
             .any(|p| p == project || p == ALL_PROJECTS)
+    }
+
+    /// Whether the key may act for `purpose` (name it in `X-Purpose`).
+    pub fn holds_purpose(&self, purpose: &str) -> bool {
+        self.purposes
+            .iter()
+            .any(|p| p == purpose || p == ALL_PURPOSES)
     }
 
     /// The principal's own position: tenant / project / user / session / task.

@@ -147,6 +147,9 @@ pub struct ApiKeyRecord {
     /// Projects of the tenant the key belongs to (`*`: all).
     #[serde(default)]
     pub projects: Vec<String>,
+    /// Purposes the key may name in `X-Purpose` (`*`: all); none: no purpose-restricted reads.
+    #[serde(default)]
+    pub purposes: Vec<String>,
     /// Most sensitive data the key reads.
     pub clearance: Sensitivity,
     pub created_at: DateTime<Utc>,

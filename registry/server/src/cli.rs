@@ -11,7 +11,7 @@ use registry_core::store::{ApiKeyRecord, KeyStore};
 
 use crate::config::{CliOverrides, Config};
 use registry_core::Sensitivity;
-use registry_core::principal::ALL_PROJECTS;
+use registry_core::principal::{ALL_PROJECTS, ALL_PURPOSES};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -102,6 +102,11 @@ pub struct CreateKey {
     /// only (an admin key without `--project` gets `*`). Without projects: tenant level only.
     #[arg(long = "project")]
     pub projects: Vec<String>,
+    /// A purpose the key may name in `X-Purpose` (repeatable); `*` for every purpose, admins
+    /// only (an admin key without `--purpose` gets `*`). Without purposes: no access to assets
+    /// restricted to a purpose.
+    #[arg(long = "purpose")]
+    pub purposes: Vec<String>,
     /// The most sensitive data the key reads: public, internal, confidential, secret (default
     /// internal; secret for admins). A user always reads their own user-scope memories.
     #[arg(long)]
@@ -223,6 +228,7 @@ pub fn create_key(store: &dyn KeyStore, c: &CreateKey) -> anyhow::Result<(ApiKey
     }
     projects.sort();
     projects.dedup();
+    let purposes = key_purposes(&c.purposes, admin)?;
     let clearance = match &c.clearance {
         Some(s) => Sensitivity::parse(s).with_context(|| {
             format!("unknown clearance {s:?} (public, internal, confidential, secret)")
@@ -240,12 +246,34 @@ pub fn create_key(store: &dyn KeyStore, c: &CreateKey) -> anyhow::Result<(ApiKey
         roles,
         platform: c.platform,
         projects,
+        purposes,
         clearance,
         created_at: chrono::Utc::now(),
         revoked_at: None,
     };
     store.create_key(&rec)?;
     Ok((rec, secret))
+}
+
+/// The purposes a new key holds: names as assets spell them, `*` for admin keys only, and `*`
+/// for an admin key that names none (as with projects).
+fn key_purposes(given: &[String], admin: bool) -> anyhow::Result<Vec<String>> {
+    let mut purposes = given.to_vec();
+    for p in &purposes {
+        if p == ALL_PURPOSES {
+            if !admin {
+                bail!("--purpose '*' (every purpose) is for admin keys");
+            }
+        } else if registry_core::asset::validate_purposes(std::slice::from_ref(p)).is_err() {
+            bail!("--purpose {p:?} must be 1-64 chars of [a-z0-9_.-] or '*'");
+        }
+    }
+    if purposes.is_empty() && admin {
+        purposes.push(ALL_PURPOSES.to_string());
+    }
+    purposes.sort();
+    purposes.dedup();
+    Ok(purposes)
 }
 
 /// Runs an administrative command on the store alone (no model, no indexes, so it can run
@@ -283,12 +311,13 @@ pub fn run_admin(
             for k in store.list_keys(tenant.as_deref())? {
                 let roles: Vec<_> = k.roles.iter().map(|r| r.as_str()).collect();
                 println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}\t{}{}",
+                    "{}\t{}\t{}\t{}\t{}\tpurposes={}\t{}\t{}{}",
                     k.id,
                     k.tenant,
                     k.user,
                     roles.join(","),
                     k.projects.join(","),
+                    k.purposes.join(","),
                     k.clearance.as_str(),
                     if k.platform { "platform\t" } else { "" },
                     if k.revoked_at.is_some() {

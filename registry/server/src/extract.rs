@@ -305,6 +305,14 @@ async fn authenticate(
                 "this key is not a member of the project in X-Project",
             ));
         }
+        // A purpose is bound to the key the same way: the header names one the key holds.
+        if let Some(purpose) = &principal.purpose
+            && !principal.holds_purpose(purpose)
+        {
+            return Err(ApiError::forbidden(
+                "this key does not hold the purpose in X-Purpose",
+            ));
+        }
         Ok(principal)
     }
 }
@@ -337,6 +345,7 @@ pub fn principal_for_key_hash(
         roles: rec.roles,
         platform: rec.platform,
         projects: rec.projects,
+        purposes: rec.purposes,
         clearance: rec.clearance,
         purpose: None,
         project: None,

@@ -113,7 +113,9 @@ pub async fn serve_until(
     let token = tokio_util::sync::CancellationToken::new();
     let cancel = token.clone();
     let st = state.clone();
-    let served = axum::serve(listener, app_with(state, token))
+    // The peer address reaches the handlers (the console throttles failed sign-ins by it).
+    let app = app_with(state, token).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             cancel.cancel();

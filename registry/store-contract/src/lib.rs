@@ -1380,13 +1380,14 @@ fn key_record(id: &str, tenant: &str, at: DateTime<Utc>) -> ApiKeyRecord {
         roles: vec![Role::Writer, Role::Reviewer],
         platform: false,
         projects: vec!["web".into()],
+        purposes: vec!["hr".into(), "support".into()],
         clearance: Sensitivity::Confidential,
         created_at: at,
         revoked_at: None,
     }
 }
 
-/// API keys: stored whole (platform flag, projects, clearance), found by hash, listed by
+/// API keys: stored whole (platform flag, projects, purposes, clearance), found by hash, listed by
 /// tenant oldest first, unique by id and hash, revoked once; creation and revocation audited.
 pub fn api_keys_are_stored_listed_and_revoked(make: Factory<'_>) {
     let c = "api_keys";
@@ -1396,12 +1397,14 @@ pub fn api_keys_are_stored_listed_and_revoked(make: Factory<'_>) {
     let mut k2 = key_record("k2", "globex", t0() + Duration::seconds(1));
     k2.platform = true;
     k2.projects = vec!["*".into()];
+    k2.purposes = vec!["*".into()];
     k2.roles = Role::ALL.to_vec();
     k2.clearance = Sensitivity::Secret;
     k2.groups = vec![];
     let mut k3 = key_record("k3", "acme", t0() + Duration::seconds(2));
     k3.clearance = Sensitivity::Public;
     k3.projects = vec![];
+    k3.purposes = vec![];
     for k in [&k3, &k1, &k2] {
         ok(c, "create_key", s.create_key(k));
     }

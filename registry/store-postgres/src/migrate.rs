@@ -22,6 +22,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0005_changes.sql"),
     ),
     ("0006_blobs", include_str!("../migrations/0006_blobs.sql")),
+    (
+        "0007_key_purposes",
+        include_str!("../migrations/0007_key_purposes.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

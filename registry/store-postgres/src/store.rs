@@ -966,13 +966,14 @@ impl AssetStore for PgStore {
 }
 
 const KEY_COLS: &str = "id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at,
-    platform, projects, clearance";
+    platform, projects, clearance, purposes";
 
 fn row_to_key(r: &Row) -> CoreResult<ApiKeyRecord> {
     let Json(groups): Json<Vec<String>> = r.try_get(4).map_err(pg)?;
     let Json(roles): Json<Vec<Role>> = r.try_get(5).map_err(pg)?;
     let Json(projects): Json<Vec<String>> = r.try_get(9).map_err(pg)?;
     let clearance: String = r.try_get(10).map_err(pg)?;
+    let Json(purposes): Json<Vec<String>> = r.try_get(11).map_err(pg)?;
     Ok(ApiKeyRecord {
         id: r.try_get(0).map_err(pg)?,
         key_hash: r.try_get(1).map_err(pg)?,
@@ -982,6 +983,7 @@ fn row_to_key(r: &Row) -> CoreResult<ApiKeyRecord> {
         roles,
         platform: r.try_get(8).map_err(pg)?,
         projects,
+        purposes,
         clearance: Sensitivity::parse(&clearance)
             .ok_or_else(|| be(format!("clearance {clearance:?}")))?,
         created_at: r.try_get(6).map_err(pg)?,
@@ -1002,8 +1004,8 @@ impl KeyStore for PgStore {
             self.write(|db| {
                 db.execute(
                     "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at,
-                        revoked_at, platform, projects, clearance)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10)",
+                        revoked_at, platform, projects, clearance, purposes)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, $10, $11)",
                     &[
                         &rec.id,
                         &rec.key_hash,
@@ -1015,6 +1017,7 @@ impl KeyStore for PgStore {
                         &rec.platform,
                         &Json(&rec.projects),
                         &rec.clearance.as_str(),
+                        &Json(&rec.purposes),
                     ],
                 )
                 .map_err(conflict)?;

@@ -32,6 +32,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0008_rowid_tables",
         include_str!("../migrations/0008_rowid_tables.sql"),
     ),
+    (
+        "0009_key_purposes",
+        include_str!("../migrations/0009_key_purposes.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -844,8 +844,8 @@ impl KeyStore for SqliteStore {
         self.write(|tx| {
             tx.execute(
                 "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at,
-                    revoked_at, platform, projects, clearance)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10)",
+                    revoked_at, platform, projects, clearance, purposes)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, ?8, ?9, ?10, ?11)",
                 params![
                     rec.id,
                     rec.key_hash,
@@ -857,6 +857,7 @@ impl KeyStore for SqliteStore {
                     rec.platform,
                     serde_json::to_string(&rec.projects).map_err(be)?,
                     rec.clearance.as_str(),
+                    serde_json::to_string(&rec.purposes).map_err(be)?,
                 ],
             )
             .map_err(conflict)?;
@@ -876,7 +877,7 @@ impl KeyStore for SqliteStore {
         self.read(|c| {
             c.query_row(
                 "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at,
-                    platform, projects, clearance
+                    platform, projects, clearance, purposes
                  FROM api_keys WHERE key_hash = ?1",
                 [key_hash],
                 row_to_key,
@@ -889,7 +890,7 @@ impl KeyStore for SqliteStore {
         self.read(|c| {
             let mut st = c.prepare(
                 "SELECT id, key_hash, tenant, user_name, groups, roles, created_at, revoked_at,
-                    platform, projects, clearance
+                    platform, projects, clearance, purposes
                  FROM api_keys WHERE ?1 IS NULL OR tenant = ?1 ORDER BY created_at",
             )?;
             st.query_map([tenant], row_to_key)?.collect()
@@ -937,6 +938,7 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
     let revoked: Option<String> = r.get(7)?;
     let projects: String = r.get(9)?;
     let clearance: String = r.get(10)?;
+    let purposes: String = r.get(11)?;
     Ok(ApiKeyRecord {
         id: r.get(0)?,
         key_hash: r.get(1)?,
@@ -946,6 +948,7 @@ fn row_to_key(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRecord> {
         roles: serde_json::from_str::<Vec<Role>>(&roles).map_err(conv)?,
         platform: r.get(8)?,
         projects: serde_json::from_str(&projects).map_err(conv)?,
+        purposes: serde_json::from_str(&purposes).map_err(conv)?,
         clearance: registry_core::Sensitivity::parse(&clearance).ok_or_else(|| {
             rusqlite::Error::FromSqlConversionFailure(
                 10,

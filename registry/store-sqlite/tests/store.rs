@@ -108,6 +108,36 @@ fn migrates_an_empty_directory_and_reopens_an_existing_one() {
     assert_eq!(s.get(&rec.meta.id).unwrap().unwrap().body, rec.body);
 }
 
+/// Keys made before migration 0009 (purposes bound to keys): admin keys hold every purpose,
+/// the others none, so a header alone no longer opens a purpose-restricted asset.
+#[test]
+fn keys_from_before_0009_hold_every_purpose_if_admin_and_none_otherwise() {
+    use registry_core::store::KeyStore;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for (i, (_, sql)) in registry_store_sqlite::MIGRATIONS.iter().take(8).enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.pragma_update(None, "user_version", (i + 1) as i64)
+                .unwrap();
+        }
+        for (id, roles) in [("k_admin", r#"["admin"]"#), ("k_reader", r#"["reader"]"#)] {
+            conn.execute(
+                "INSERT INTO api_keys (id, key_hash, tenant, user_name, groups, roles, created_at)
+                 VALUES (?1, ?2, 'acme', 'ann', '[]', ?3, '2026-01-01T00:00:00Z')",
+                rusqlite::params![id, sha256_hex(id), roles],
+            )
+            .unwrap();
+        }
+    }
+    let s = open(dir.path());
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let purposes = |id: &str| s.find_key(&sha256_hex(id)).unwrap().unwrap().purposes;
+    assert_eq!(purposes("k_admin"), vec!["*".to_string()]);
+    assert!(purposes("k_reader").is_empty());
+}
+
 /// A store written before migration 0008 (its large tables WITHOUT ROWID) keeps every row, key,
 /// constraint and guard when opened, loses the layout, and is compacted.
 #[test]

@@ -15,13 +15,15 @@ const DAYS: u32 = 14;
 pub async fn page(State(c): State<Console>, ctx: Ctx) -> Page {
     let p = ctx.principal.clone();
     let admin = ctx.has_role(Role::Admin);
+    // A job runs over the whole registry, every tenant at once: its counts and errors are the
+    // platform's to read, so a tenant's admin is shown none of them.
+    let operator = admin && ctx.principal.platform;
     let (counts, activity, runs) = c
         .run(move |s| {
             let counts = s.asset_counts(&p)?;
             let activity = s.activity(&p, DAYS, chrono::Utc::now())?;
-            // Job runs are the operator's view of the whole registry: admins only.
             let mut runs = vec![];
-            if admin {
+            if operator {
                 for name in JOBS {
                     let last = s.backends.store.recent_runs(Some(*name), 1)?;
                     runs.push((*name, last.into_iter().next()));
@@ -57,8 +59,8 @@ pub async fn page(State(c): State<Console>, ctx: Ctx) -> Page {
         }
         section aria-labelledby="h-jobs" {
             h2 id="h-jobs" { "Jobs" }
-            @if !admin {
-                p { "Job runs are shown to keys with the admin role." }
+            @if !operator {
+                p { "Jobs run over every tenant at once; their runs are shown to platform admins." }
             } @else {
                 (scroll("Jobs", html! {
                     table data-testid="jobs" {

@@ -5,8 +5,8 @@
 //! `structuredContent` (and as text), described by input and output schemas generated from
 //! the same types as the route's (`tools`); errors carry the HTTP error body with its stable code and
 //! `isError: true`. The principal behind the key bounds everything: over HTTP it is resolved
-//! per request by the same extractor as the API (so a session cannot be reused with another
-//! key), over stdio once at start.
+//! per request by the same extractor as the API, and a session answers only the key that opened
+//! it (another key gets the unknown-session 404); over stdio it is resolved once at start.
 //!
 //! Skills are also served through the MCP skills extension (`io.modelcontextprotocol/skills`):
 //! `skills/list` and `skills/get` give each current release as `skill://<name>/SKILL.md` with
@@ -229,10 +229,15 @@ impl ServerHandler for RegistryMcp {
 /// Open MCP sessions per principal, oldest first: a principal that opens more than the limit
 /// has its oldest session closed, so sessions stay bounded whatever a client does (and idle
 /// ones expire on their own after the session manager's keep-alive).
+///
+/// Each session is also bound to the key that opened it (by the key's sha256): another key
+/// presenting its id is answered as if the session did not exist.
 #[derive(Debug)]
 pub struct SessionLimits {
     max: usize,
     open: parking_lot::Mutex<std::collections::HashMap<String, std::collections::VecDeque<String>>>,
+    /// Session id → sha256 of the key that opened it.
+    owner: parking_lot::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl SessionLimits {
@@ -240,17 +245,23 @@ impl SessionLimits {
         SessionLimits {
             max: max.max(1),
             open: Default::default(),
+            owner: Default::default(),
         }
     }
 
-    /// Records a new session of `who`; returns the sessions to close to stay within the limit.
-    fn opened(&self, who: &str, session: String) -> Vec<String> {
+    /// Records a new session of `who`, opened with the key `key_hash`; returns the sessions to
+    /// close to stay within the limit.
+    fn opened(&self, who: &str, key_hash: &str, session: String) -> Vec<String> {
         let mut open = self.open.lock();
         let q = open.entry(who.to_string()).or_default();
+        self.owner
+            .lock()
+            .insert(session.clone(), key_hash.to_string());
         q.push_back(session);
         let mut evict = vec![];
         while q.len() > self.max {
             if let Some(old) = q.pop_front() {
+                self.owner.lock().remove(&old);
                 evict.push(old);
             }
         }
@@ -259,12 +270,21 @@ impl SessionLimits {
 
     fn closed(&self, who: &str, session: &str) {
         let mut open = self.open.lock();
+        self.owner.lock().remove(session);
         if let Some(q) = open.get_mut(who) {
             q.retain(|s| s != session);
             if q.is_empty() {
                 open.remove(who);
             }
         }
+    }
+
+    /// Whether `session` was opened with the key `key_hash`.
+    fn bound_to(&self, session: &str, key_hash: &str) -> bool {
+        self.owner
+            .lock()
+            .get(session)
+            .is_some_and(|k| k == key_hash)
     }
 
     /// Sessions currently counted for `who`.
@@ -293,11 +313,23 @@ async fn authenticate(
         Err(e) => return e.into_response(),
     };
     let who = format!("{}/{}", p.tenant, p.user);
-    let asked = parts
+    let key_hash = bearer_key_hash(&parts.headers);
+    let mut asked = parts
         .headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(String::from);
+    if let Some(id) = &asked
+        && !state.mcp_sessions.bound_to(id, &key_hash)
+    {
+        // Another key's session (or none): the session manager is asked about an id that
+        // names nothing, so the answer is exactly its answer to an unknown session.
+        let unknown = format!("unknown-{}", uuid::Uuid::now_v7().simple());
+        if let Ok(v) = axum::http::HeaderValue::from_str(&unknown) {
+            parts.headers.insert(SESSION_HEADER, v);
+        }
+        asked = None;
+    }
     let closing = parts.method == axum::http::Method::DELETE;
     parts.extensions.insert(p);
     let resp = next.run(Request::from_parts(parts, body)).await;
@@ -308,7 +340,7 @@ async fn authenticate(
         .map(String::from);
     match (asked, given) {
         (None, Some(new)) => {
-            for old in state.mcp_sessions.opened(&who, new) {
+            for old in state.mcp_sessions.opened(&who, &key_hash, new) {
                 let _ = manager.close_session(&old.clone().into()).await;
             }
         }
@@ -324,6 +356,17 @@ async fn authenticate(
         _ => {}
     }
     resp
+}
+
+/// sha256 of the bearer key of a request the API's extractor has already authenticated.
+fn bearer_key_hash(headers: &axum::http::HeaderMap) -> String {
+    let key = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default();
+    registry_core::hash::sha256_hex(key)
 }
 
 /// The `/mcp` route: streamable HTTP behind the bearer check.
