@@ -484,3 +484,70 @@ fn budgets_from_tiny_to_large_are_kept_and_two_packs_explain_their_difference() 
     ));
     assert_eq!(same["differences"], json!([]), "{same}");
 }
+
+/// The README's examples, run as written: Ann's travel preference, the travel policy from
+/// `travel.md`, then the pack for "Book a trip to Lyon" with the retrieval query the README
+/// gives. The pack holds both, and the manifest says why; with the goal alone as the query the
+/// manifest names the relevance floor that left them out (a goal is far, in meaning, from the
+/// facts it needs).
+#[test]
+fn the_readme_lyon_pack_holds_the_travel_memory_and_policy() {
+    let app = TestApp::start();
+    let key = app.key("acme", "ann", &["writer", "ingest"], &[]);
+    write_memory(
+        &app,
+        &key,
+        None,
+        json!({"class": "semantic", "content": "Ann prefers trains to flights.",
+               "scope": "user", "source": "user_statement"}),
+    );
+    ingest(
+        &app,
+        &key,
+        json!({"source_id": "policy/travel.md", "format": "md", "content": README_TRAVEL_MD}),
+    );
+    let p = pack_ok(
+        &app,
+        &key,
+        None,
+        json!({"goal": "Book a trip to Lyon",
+               "query": "Ann's travel preferences and the travel policy", "budget": 1500}),
+    );
+    let items = p["manifest"]["items"].as_array().unwrap();
+    let in_layer = |layer: &str| {
+        p["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["layer"] == layer)
+            .map(|i| i["content"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let memory = in_layer("memory");
+    assert!(
+        memory.iter().any(|c| c.contains("Ann prefers trains")),
+        "{memory:?} {items:?}"
+    );
+    let knowledge = in_layer("knowledge");
+    assert!(
+        knowledge.iter().any(|c| c.contains("policy/travel.md")),
+        "{knowledge:?} {items:?}"
+    );
+    // The goal alone as the query: both fall below the floor, and the manifest says so.
+    let goal_only = pack_ok(
+        &app,
+        &key,
+        None,
+        json!({"goal": "Book a trip to Lyon", "budget": 1500}),
+    );
+    let low: Vec<_> = goal_only["manifest"]["omitted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["reason"] == "low_score")
+        .collect();
+    assert!(!low.is_empty(), "{}", goal_only["manifest"]);
+}
+
+/// `travel.md` as the README writes it.
+const README_TRAVEL_MD: &str = "# Travel policy\n\n## Trains or flights\n\nTrips under 500 km go by train; flights need a manager's approval.\n\n## Hotels\n\nHotel stays are capped at 150 EUR per night.\n";
