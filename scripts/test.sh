@@ -13,12 +13,21 @@ export INSTA_UPDATE="${INSTA_UPDATE:-no}"
 # them by name.
 # Every test, then every integration test of the HTTP API once more with the registry on
 # PostgreSQL (REGISTRY_TEST_STORE=postgres; REGISTRY_SKIP_PG=1 skips that pass), both on one
-# throw-away cluster.
-bash scripts/pg-test.sh -- bash -c '
+# throw-away cluster; then the integration tests of what the vectors serve (memory, knowledge,
+# skill discovery, deletion) once more with the vectors on Qdrant (REGISTRY_TEST_VECTORS=qdrant).
+# All of it beside one throw-away Qdrant (scripts/qdrant-test.sh), which the Qdrant tests use;
+# without a Qdrant binary they skip by name, unless REGISTRY_REQUIRE_QDRANT=1.
+bash scripts/qdrant-test.sh -- bash scripts/pg-test.sh -- bash -c '
     set -euo pipefail
     cargo test --workspace --all-targets --locked "$@"
     if [[ "${REGISTRY_SKIP_PG:-}" != 1 ]]; then
         echo "test: the integration suite again, on PostgreSQL" >&2
         REGISTRY_TEST_STORE=postgres cargo test -p registry-server --test integration --locked "$@"
+    fi
+    if [[ -n "${REGISTRY_TEST_QDRANT_URL:-}" ]]; then
+        echo "test: memory, knowledge, skill discovery and deletion again, with the vectors on Qdrant" >&2
+        REGISTRY_TEST_VECTORS=qdrant cargo test -p registry-server --test integration --locked \
+            --no-fail-fast "$@" -- memory:: knowledge:: deletion:: skills::discover \
+            skills::public_skills skills::skills_are_tenant_isolated
     fi
 ' test.sh "$@"
