@@ -475,16 +475,23 @@ pub(crate) fn qdrant_points(http: &str, collection: &str, asset_id: &str) -> (u6
         .unwrap();
     let got: Value = c
         .post(format!("{http}/collections/{collection}/points"))
-        .json(&json!({"ids": [registry_vector_qdrant::filter::point_id(asset_id)],
-                      "with_payload": true}))
+        .json(
+            &json!({"ids": [registry_vector_qdrant::filter::point_id(asset_id)],
+                      "with_payload": true}),
+        )
         .send()
         .unwrap()
         .json()
         .unwrap();
-    let found = got["result"].as_array().expect("points answer").iter().any(|p| {
-        p["payload"][registry_vector_qdrant::filter::ASSET_ID] == asset_id
-    });
-    (count["result"]["count"].as_u64().expect("count answer"), found)
+    let found = got["result"]
+        .as_array()
+        .expect("points answer")
+        .iter()
+        .any(|p| p["payload"][registry_vector_qdrant::filter::ASSET_ID] == asset_id);
+    (
+        count["result"]["count"].as_u64().expect("count answer"),
+        found,
+    )
 }
 
 #[test]

@@ -1011,8 +1011,10 @@ fn a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says() {
     let c = reqwest::blocking::Client::new();
     let point: serde_json::Value = c
         .post(format!("{http}/collections/{collection}/points"))
-        .json(&json!({"ids": [registry_vector_qdrant::filter::point_id(&id)],
-                      "with_vector": true, "with_payload": true}))
+        .json(
+            &json!({"ids": [registry_vector_qdrant::filter::point_id(&id)],
+                      "with_vector": true, "with_payload": true}),
+        )
         .send()
         .unwrap()
         .json()
@@ -1080,8 +1082,14 @@ fn a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says() {
     );
     for c in canaries {
         let left = live_files_containing(&storage, c);
-        assert!(left.is_empty(), "canary still in Qdrant's storage: {left:?}");
+        assert!(
+            left.is_empty(),
+            "canary still in Qdrant's storage: {left:?}"
+        );
     }
     let left = files_containing(&app.state.config.data_dir, b"zqxqbox6613");
-    assert!(left.is_empty(), "canary still in the data directory: {left:?}");
+    assert!(
+        left.is_empty(),
+        "canary still in the data directory: {left:?}"
+    );
 }

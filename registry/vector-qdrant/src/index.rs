@@ -251,18 +251,17 @@ impl QdrantVectorIndex {
     async fn open_collection(&self) -> Result<()> {
         let c = &self.collection;
         if !self.client.collection_exists(c).await? {
-            let created =
-                self.client
-                    .create_collection(
-                        CreateCollectionBuilder::new(c)
-                            .vectors_config(VectorParamsBuilder::new(
-                                self.dim as u64,
-                                Distance::Cosine,
-                            ))
-                            .optimizers_config(purge_optimizers())
-                            .wal_config(WalConfigDiffBuilder::default().wal_capacity_mb(WAL_SEGMENT_MIB)),
-                    )
-                    .await;
+            let created = self
+                .client
+                .create_collection(
+                    CreateCollectionBuilder::new(c)
+                        .vectors_config(VectorParamsBuilder::new(self.dim as u64, Distance::Cosine))
+                        .optimizers_config(purge_optimizers())
+                        .wal_config(
+                            WalConfigDiffBuilder::default().wal_capacity_mb(WAL_SEGMENT_MIB),
+                        ),
+                )
+                .await;
             // Another node may have created it in between; the check below judges it.
             if let Err(e) = created
                 && !self.client.collection_exists(c).await?
@@ -568,11 +567,9 @@ impl QdrantVectorIndex {
     /// [`PURGE_METHOD`]): unlike the embedded index, deleted vectors are not gone from disk when
     /// this returns.
     fn trigger_optimisers(&self) -> Result<()> {
-        self.block_on(
-            self.client.update_collection(
-                UpdateCollectionBuilder::new(&self.collection).optimizers_config(purge_optimizers()),
-            ),
-        )?;
+        self.block_on(self.client.update_collection(
+            UpdateCollectionBuilder::new(&self.collection).optimizers_config(purge_optimizers()),
+        ))?;
         Ok(())
     }
 
