@@ -978,17 +978,21 @@ fn gone_within(what: &str, limit: std::time::Duration, left: impl Fn() -> Vec<St
 #[test]
 fn a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says() {
     use registry_vector_qdrant::test_support::{
-        test_qdrant_http, test_qdrant_storage, test_qdrant_url, unique_prefix,
+        skip, test_qdrant_http, test_qdrant_storage, test_qdrant_url, unique_prefix,
     };
     use registry_vector_qdrant::{PURGE_METHOD, QdrantOptions, VACUUM_MIN_POINTS};
-    let Some(url) =
-        test_qdrant_url("a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says")
-    else {
+    const NAME: &str = "a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says";
+    let Some(url) = test_qdrant_url(NAME) else {
         return;
     };
-    let http = test_qdrant_http().expect("REGISTRY_TEST_QDRANT_HTTP (scripts/qdrant-test.sh)");
-    let storage =
-        test_qdrant_storage().expect("REGISTRY_TEST_QDRANT_STORAGE (scripts/qdrant-test.sh)");
+    let (Some(http), Some(storage)) = (test_qdrant_http(), test_qdrant_storage()) else {
+        // A server named by REGISTRY_TEST_QDRANT_URL alone: its files are out of reach.
+        skip(
+            NAME,
+            "REGISTRY_TEST_QDRANT_HTTP and _STORAGE are not set (scripts/qdrant-test.sh sets them)",
+        );
+        return;
+    };
     let prefix = unique_prefix();
     let app = TestApp::start_with(|c| {
         c.vectors.qdrant_url = Some(url.clone());

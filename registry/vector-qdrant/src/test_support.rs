@@ -26,20 +26,20 @@ pub fn test_qdrant_url(test: &str) -> Option<String> {
     match std::env::var(URL_VAR) {
         Ok(url) if !url.is_empty() => Some(url),
         _ => {
-            skip(test);
+            skip(test, &format!("{URL_VAR} is not set"));
             None
         }
     }
 }
 
-/// Says that `test` skipped for want of a server, or panics under `REGISTRY_REQUIRE_QDRANT=1`.
-pub fn skip(test: &str) {
+/// Says that `test` skipped for want of a server (`why`), or panics under
+/// `REGISTRY_REQUIRE_QDRANT=1`.
+pub fn skip(test: &str, why: &str) {
     assert!(
         std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
-        "{test}: no Qdrant ({URL_VAR} is not set) and {REQUIRE_VAR}=1; \
-         run it under scripts/qdrant-test.sh"
+        "{test}: no Qdrant ({why}) and {REQUIRE_VAR}=1; run it under scripts/qdrant-test.sh"
     );
-    eprintln!("{test}: skipped: no Qdrant ({URL_VAR} is not set)");
+    eprintln!("{test}: skipped: no Qdrant ({why})");
 }
 
 /// The test server's REST API URL (`REGISTRY_TEST_QDRANT_HTTP`), when the run set one.
