@@ -461,3 +461,180 @@ fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
     );
     assert_eq!(b_embeds.1.load(Ordering::SeqCst), 0);
 }
+
+/// Asks the test Qdrant's REST API (`REGISTRY_TEST_QDRANT_HTTP`) directly, past the registry:
+/// `(points in the collection, whether the asset's point is there)`.
+pub(crate) fn qdrant_points(http: &str, collection: &str, asset_id: &str) -> (u64, bool) {
+    let c = Client::new();
+    let count: Value = c
+        .post(format!("{http}/collections/{collection}/points/count"))
+        .json(&json!({"exact": true}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let got: Value = c
+        .post(format!("{http}/collections/{collection}/points"))
+        .json(
+            &json!({"ids": [registry_vector_qdrant::filter::point_id(asset_id)],
+                      "with_payload": true}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let found = got["result"]
+        .as_array()
+        .expect("points answer")
+        .iter()
+        .any(|p| p["payload"][registry_vector_qdrant::filter::ASSET_ID] == asset_id);
+    (
+        count["result"]["count"].as_u64().expect("count answer"),
+        found,
+    )
+}
+
+#[test]
+fn two_nodes_on_one_postgres_and_one_qdrant_embed_once_and_purge_the_points() {
+    use registry_vector_qdrant::test_support::{
+        skip, test_qdrant_api_key, test_qdrant_http, test_qdrant_url, unique_prefix,
+    };
+    use registry_vector_qdrant::{QdrantOptions, QdrantVectorIndex};
+    const NAME: &str = "two_nodes_on_one_postgres_and_one_qdrant";
+    let Some(qdrant) = test_qdrant_url(NAME) else {
+        return;
+    };
+    let Some(url) = test_database_url(NAME) else {
+        return;
+    };
+    let Some(http) = test_qdrant_http() else {
+        skip(
+            NAME,
+            "REGISTRY_TEST_QDRANT_HTTP is not set (scripts/qdrant-test.sh sets it)",
+        );
+        return;
+    };
+    let schema = TestSchema::new(&url);
+    let tmp = tempfile::tempdir().unwrap();
+    let key = AuditKey::from_bytes([7; 32]);
+    let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
+    let gate: Arc<dyn Embedder> =
+        Arc::new(OnnxEmbedder::new(registry_detect::vector::embedder_config()).unwrap());
+    // Each node connects to Qdrant on its own, as two servers with one `vectors.qdrant_url` do.
+    let options = QdrantOptions {
+        api_key: test_qdrant_api_key(),
+        collection_prefix: unique_prefix(),
+        ..QdrantOptions::new(&qdrant, model.info().dim, model.info().tag())
+    };
+    let collection = options.collection();
+    let node = |name: &str| {
+        let dir = tmp.path().join(name);
+        let store = Arc::new(
+            registry_store_postgres::PgStore::connect(registry_store_postgres::PgOptions {
+                node_id: Some(name.into()),
+                ..schema.options(Some(key.clone()))
+            })
+            .unwrap(),
+        );
+        let embedder = Arc::new(Counting(model.clone(), AtomicUsize::new(0)));
+        let services = Services::new(
+            Backends {
+                store: store.clone(),
+                blobs: Arc::new(registry_store_postgres::PgBlobStore::new(store)),
+                text: Arc::new(TantivyTextIndex::open(dir.join("text")).unwrap()),
+                vectors: Arc::new(QdrantVectorIndex::connect(options.clone()).unwrap()),
+                embedder: embedder.clone(),
+                gate_embedder: Some(gate.clone()),
+            },
+            Options {
+                audit_key: key.clone(),
+                audit_anchor: dir.join("anchor"),
+                retention: Default::default(),
+                cluster: Default::default(),
+            },
+        );
+        services.catch_up().unwrap();
+        (services, embedder)
+    };
+    let (a, a_embeds) = node("node-a");
+    let (b, b_embeds) = node("node-b");
+    let p = Principal::new("acme", "ann");
+    let write: WriteRequest = serde_json::from_value(json!({
+        "class": "semantic",
+        "content": "The spare key to the zqxshed9 garden shed hangs behind the boiler"
+    }))
+    .unwrap();
+    let id = a.memory.write(&p, &write, None).unwrap().id;
+    assert_eq!(a_embeds.1.load(Ordering::SeqCst), 1, "A embeds it");
+    assert_eq!(
+        qdrant_points(&http, &collection, &id),
+        (1, true),
+        "A's write is one point in Qdrant"
+    );
+    let report = b.follow_once().unwrap();
+    assert!(report.indexed >= 1, "{report:?}");
+    assert_eq!(
+        b_embeds.1.load(Ordering::SeqCst),
+        0,
+        "B follows in its text index only: the point in Qdrant is there already"
+    );
+    let search = |s: &Services, q: &str| {
+        let req: SearchRequest = serde_json::from_value(json!({"query": q})).unwrap();
+        s.memory.search(&p, &req).unwrap().hits
+    };
+    // Both legs on B: its own text index finds the rare word, Qdrant the meaning.
+    let hits = search(&b, "zqxshed9");
+    assert_eq!(hits[0].memory.id, id);
+    assert!(hits[0].breakdown.lexical > 0.0, "{:?}", hits[0].breakdown);
+    let hits = search(&b, "where is the extra key for the shed kept?");
+    assert_eq!(hits[0].memory.id, id);
+    assert!(hits[0].breakdown.semantic > 0.3, "{:?}", hits[0].breakdown);
+    // Another tenant on B: Qdrant's filter keeps the point out of its candidates.
+    let other = Principal::new("globex", "gus");
+    let req: SearchRequest =
+        serde_json::from_value(json!({"query": "where is the extra key for the shed kept?"}))
+            .unwrap();
+    assert!(b.memory.search(&other, &req).unwrap().hits.is_empty());
+
+    // A purge on B, A following meanwhile: Qdrant itself no longer has the point.
+    let done = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                a.follow_once().unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let r = b
+            .deletions
+            .delete(&p, std::slice::from_ref(&id), DeletionLevel::Purged, "test");
+        done.store(true, Ordering::SeqCst);
+        r.unwrap()
+    });
+    assert_eq!(r.status, ReceiptStatus::Completed, "{r:?}");
+    assert!(r.nodes.iter().all(|n| n.applied), "{:?}", r.nodes);
+    let vectors = r.assets[0]
+        .stores
+        .iter()
+        .find(|s| s.store == "vector_index")
+        .unwrap_or_else(|| panic!("the receipt names the vector index: {r:?}"));
+    assert_eq!(vectors.count, 1, "{r:?}");
+    assert_eq!(
+        vectors.method.as_deref(),
+        Some(registry_vector_qdrant::PURGE_METHOD)
+    );
+    assert_eq!(
+        qdrant_points(&http, &collection, &id),
+        (0, false),
+        "Qdrant still holds the purged point"
+    );
+    assert!(search(&a, "zqxshed9").iter().all(|h| h.memory.id != id));
+    assert!(
+        search(&b, "where is the extra key for the shed kept?")
+            .iter()
+            .all(|h| h.memory.id != id)
+    );
+    assert_eq!(b_embeds.1.load(Ordering::SeqCst), 0);
+    drop((a, b));
+    let _ = QdrantVectorIndex::connect(options).map(QdrantVectorIndex::drop_collection);
+}

@@ -4,6 +4,10 @@
 //! `REGISTRY_TEST_STORE=postgres` runs every `TestApp` on PostgreSQL instead of SQLite: each one
 //! in a schema of the database at `REGISTRY_TEST_PG_URL` named after its data directory, its blobs
 //! and indexes still in its temporary data directory.
+//!
+//! `REGISTRY_TEST_VECTORS=qdrant` puts every `TestApp`'s vectors in the Qdrant at
+//! `REGISTRY_TEST_QDRANT_URL` (`scripts/qdrant-test.sh`), under a collection prefix named after
+//! its data directory, so tests never share a collection.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -52,8 +56,39 @@ pub fn postgres_store(data_dir: &Path) -> Option<(String, String)> {
     Some((url, format!("proc_{}", &name[..20])))
 }
 
+/// Selects the vector index every `TestApp` uses: embedded (default) or `qdrant`.
+pub const VECTORS_VAR: &str = "REGISTRY_TEST_VECTORS";
+
+/// Whether this run puts every `TestApp`'s vectors in Qdrant.
+pub fn on_qdrant() -> bool {
+    std::env::var(VECTORS_VAR).as_deref() == Ok("qdrant")
+}
+
+/// Under `REGISTRY_TEST_VECTORS=qdrant`, the Qdrant URL and the collection prefix for a data
+/// directory: named after it, as [`postgres_store`]'s schema is, so that every registry of one
+/// test that opens that directory shares its collection and no other test does. The
+/// collections are left in the test server (`scripts/qdrant-test.sh` removes it).
+pub fn qdrant_vectors(data_dir: &Path) -> Option<(String, String)> {
+    if !on_qdrant() {
+        return None;
+    }
+    let url = std::env::var(registry_vector_qdrant::test_support::URL_VAR)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| {
+            panic!(
+                "{VECTORS_VAR}=qdrant needs REGISTRY_TEST_QDRANT_URL (scripts/qdrant-test.sh sets it)"
+            )
+        });
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    let name = registry_core::hash::sha256_hex(abs.display().to_string());
+    Some((url, format!("t{}", &name[..20])))
+}
+
 /// `config` on the store of this run: unchanged on SQLite; under `REGISTRY_TEST_STORE=postgres`,
 /// on [`postgres_store`]'s schema for its data directory (unless it names a store already).
+/// Under `REGISTRY_TEST_VECTORS=qdrant`, its vectors in [`qdrant_vectors`]' collection (unless
+/// it names a Qdrant already).
 pub fn on_test_store(mut config: Config) -> Config {
     if config.store.url.is_none()
         && let Some((url, schema)) = postgres_store(&config.data_dir)
@@ -62,18 +97,30 @@ pub fn on_test_store(mut config: Config) -> Config {
         config.store.schema = schema;
         config.store.pool_size = 4;
     }
+    if config.vectors.qdrant_url.is_none()
+        && let Some((url, prefix)) = qdrant_vectors(&config.data_dir)
+    {
+        config.vectors.qdrant_url = Some(url);
+        config.vectors.qdrant_collection_prefix = prefix;
+    }
     config
 }
 
-/// The environment that puts a `registry` process on [`postgres_store`]'s schema.
+/// The environment that puts a `registry` process on [`postgres_store`]'s schema (and, under
+/// `REGISTRY_TEST_VECTORS=qdrant`, its vectors in [`qdrant_vectors`]' collection).
 pub fn postgres_env(data_dir: &Path) -> Vec<(String, String)> {
-    match postgres_store(data_dir) {
+    let mut env = match postgres_store(data_dir) {
         None => vec![],
         Some((url, schema)) => vec![
             ("REGISTRY_STORE__URL".into(), url),
             ("REGISTRY_STORE__SCHEMA".into(), schema),
         ],
+    };
+    if let Some((url, prefix)) = qdrant_vectors(data_dir) {
+        env.push(("REGISTRY_VECTORS__QDRANT_URL".into(), url));
+        env.push(("REGISTRY_VECTORS__QDRANT_COLLECTION_PREFIX".into(), prefix));
     }
+    env
 }
 
 /// Returns from the calling test, saying why, when this run is on PostgreSQL: for tests that

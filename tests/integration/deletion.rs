@@ -893,3 +893,207 @@ fn a_consolidated_memory_is_rebuilt_without_a_purged_parent_and_goes_with_the_la
     let found = files_containing(&app.state.config.data_dir, bravo.as_bytes());
     assert!(found.is_empty(), "canary still on disk in {found:?}");
 }
+
+/// Filler points in another tenant, written straight into the registry's vector index: `n`
+/// of them in requests of `batch`, each a pseudo-random unit vector of the index's model.
+fn fill_vectors(app: &TestApp, from: usize, n: usize, batch: usize) {
+    use registry_core::retrieval::VectorEntry;
+    let b = &app.state.services.backends;
+    let info = b.embedder.info();
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D ^ from as u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    };
+    let entries: Vec<VectorEntry> = (from..from + n)
+        .map(|i| {
+            let mut v: Vec<f32> = (0..info.dim).map(|_| next()).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= norm);
+            VectorEntry {
+                keys: registry_engine::contract::keys(
+                    &format!("filler-{i}"),
+                    AssetKind::Memory,
+                    "t:filler",
+                    &["public"],
+                    &[],
+                ),
+                vector: v,
+                model: info.tag(),
+            }
+        })
+        .collect();
+    for chunk in entries.chunks(batch) {
+        b.vectors.upsert(chunk).unwrap();
+    }
+}
+
+/// As [`files_containing`], for a directory that a running server changes meanwhile (Qdrant
+/// removes and renames segment files as it optimises): a file or directory gone is skipped.
+fn live_files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p)
+                && bytes.windows(needle.len()).any(|w| w == needle)
+            {
+                found.push(p.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Polls `left` (the files still holding a canary) until it is empty, for at most `limit`.
+fn gone_within(what: &str, limit: std::time::Duration, left: impl Fn() -> Vec<String>) {
+    let t = std::time::Instant::now();
+    loop {
+        let found = left();
+        if found.is_empty() {
+            eprintln!("qdrant canary: {what} after {:?}", t.elapsed());
+            return;
+        }
+        assert!(
+            t.elapsed() < limit,
+            "{what}: still in {found:?} after {limit:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
+/// The canary in Qdrant's storage directory: a purge's receipt says what Qdrant does with the
+/// point (deleted, vacuum optimizer triggered) and what it keeps until when (the segment until
+/// the optimizer's rewrite, the write-ahead log until later writes retire its segment), and
+/// each promise is checked on the files. The point holds the asset id (payload) and the vector,
+/// never the text; the bytes looked for are the id and the stored vector, read from Qdrant.
+#[test]
+fn a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says() {
+    use registry_vector_qdrant::test_support::{
+        skip, test_qdrant_http, test_qdrant_storage, test_qdrant_url, unique_prefix,
+    };
+    use registry_vector_qdrant::{PURGE_METHOD, QdrantOptions, VACUUM_MIN_POINTS};
+    const NAME: &str = "a_purged_memory_leaves_no_byte_in_qdrants_storage_when_its_receipt_says";
+    let Some(url) = test_qdrant_url(NAME) else {
+        return;
+    };
+    let (Some(http), Some(storage)) = (test_qdrant_http(), test_qdrant_storage()) else {
+        // A server named by REGISTRY_TEST_QDRANT_URL alone: its files are out of reach.
+        skip(
+            NAME,
+            "REGISTRY_TEST_QDRANT_HTTP and _STORAGE are not set (scripts/qdrant-test.sh sets them)",
+        );
+        return;
+    };
+    let prefix = unique_prefix();
+    let app = TestApp::start_with(|c| {
+        c.vectors.qdrant_url = Some(url.clone());
+        c.vectors.qdrant_collection_prefix = prefix.clone();
+    });
+    let info = app.state.services.backends.embedder.info().clone();
+    let collection = QdrantOptions {
+        collection_prefix: prefix,
+        ..QdrantOptions::new(&url, info.dim, info.tag())
+    }
+    .collection();
+    let dir = storage.join("collections").join(&collection);
+    assert!(dir.is_dir(), "no {}", dir.display());
+    // The vacuum rewrites only segments of at least 100 points (the receipt says so): enough
+    // points, in several requests, that each of the collection's segments holds that many.
+    fill_vectors(&app, 0, 5 * VACUUM_MIN_POINTS as usize, 25);
+
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let id = remember(&app, &ann, "Ann's safe deposit box is zqxqbox6613");
+    let c = reqwest::blocking::Client::new();
+    let point: serde_json::Value = c
+        .post(format!("{http}/collections/{collection}/points"))
+        .json(
+            &json!({"ids": [registry_vector_qdrant::filter::point_id(&id)],
+                      "with_vector": true, "with_payload": true}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let stored: Vec<u8> = point["result"][0]["vector"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the point is in Qdrant: {point}"))
+        .iter()
+        .take(16)
+        .flat_map(|x| (x.as_f64().unwrap() as f32).to_le_bytes())
+        .collect();
+    let canaries: [&[u8]; 3] = [id.as_bytes(), &stored, b"zqxqbox6613"];
+    let holding = |sub: &std::path::Path| -> Vec<String> {
+        canaries[..2]
+            .iter()
+            .flat_map(|c| live_files_containing(sub, c))
+            .collect()
+    };
+    let segments = dir.join("0").join("segments");
+    // The scan can see the point (Qdrant may write its segments a flush later).
+    let t = std::time::Instant::now();
+    while holding(&segments).is_empty() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "the canary is not in the segment files before the purge"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+
+    let (s, r) = call(app.delete(&ann, &format!("/v1/memories/{id}?level=purged")));
+    assert_eq!(s, 200, "{r}");
+    let receipt = &r["receipt"];
+    assert_eq!(receipt["level_reached"], "purged", "{r}");
+    let vectors = receipt["assets"][0]["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["store"] == "vector_index")
+        .unwrap_or_else(|| panic!("the receipt names the vector index: {r}"))
+        .clone();
+    assert_eq!(vectors["level"], "purged", "{r}");
+    assert_eq!(vectors["method"], PURGE_METHOD, "{r}");
+    let found: serde_json::Value = c
+        .post(format!("{http}/collections/{collection}/points"))
+        .json(&json!({"ids": [registry_vector_qdrant::filter::point_id(&id)]}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(found["result"], json!([]), "the point is deleted at once");
+
+    // The receipt's first promise: the segments are rewritten within seconds.
+    gone_within(
+        "the segment files no longer hold the point",
+        std::time::Duration::from_secs(60),
+        || holding(&segments),
+    );
+    // Its second: the write-ahead log lets go once later writes have filled the point's 1 MiB
+    // segment and the next (a 384-float point is about 2 KiB there), and Qdrant has flushed.
+    fill_vectors(&app, 10_000, 2_000, 100);
+    gone_within(
+        "no file of Qdrant's storage holds the point",
+        std::time::Duration::from_secs(60),
+        || holding(&storage),
+    );
+    for c in canaries {
+        let left = live_files_containing(&storage, c);
+        assert!(
+            left.is_empty(),
+            "canary still in Qdrant's storage: {left:?}"
+        );
+    }
+    let left = files_containing(&app.state.config.data_dir, b"zqxqbox6613");
+    assert!(
+        left.is_empty(),
+        "canary still in the data directory: {left:?}"
+    );
+}

@@ -930,7 +930,33 @@ fn a_lost_vector_index_is_filled_from_the_store_before_serving() {
     drop(server);
     // The vector index is derived state: losing it (or a new Qdrant collection after a change
     // of model) must not leave the semantic leg silently empty.
-    std::fs::remove_dir_all(data.join("vectors")).unwrap();
+    match qdrant_vectors(&data) {
+        None => std::fs::remove_dir_all(data.join("vectors")).unwrap(),
+        // On Qdrant: its collections under this data directory's prefix, dropped.
+        Some((_, prefix)) => {
+            let http = registry_vector_qdrant::test_support::test_qdrant_http()
+                .expect("REGISTRY_TEST_QDRANT_HTTP (scripts/qdrant-test.sh)");
+            let all: Value = client
+                .get(format!("{http}/collections"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            let mine: Vec<&str> = all["result"]["collections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["name"].as_str())
+                .filter(|n| n.starts_with(&format!("{prefix}_")))
+                .collect();
+            assert_eq!(mine.len(), 1, "{all}");
+            let r = client
+                .delete(format!("{http}/collections/{}", mine[0]))
+                .send()
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+    }
     let server = ServerProcess::spawn(&data);
     let after = search(&server.base);
     let hit = &after["hits"][0];

@@ -18,7 +18,7 @@ use qdrant_client::qdrant::{
     OptimizersConfigDiffBuilder, PayloadIncludeSelector, PointId, PointStruct, PointsIdsList,
     PointsUpdateOperation, QueryPointsBuilder, ScrollPointsBuilder, SearchParamsBuilder,
     UpdateBatchPointsBuilder, UpdateCollectionBuilder, UpsertPointsBuilder, Value,
-    VectorParamsBuilder,
+    VectorParamsBuilder, WalConfigDiffBuilder,
 };
 use registry_core::CoreResult;
 use registry_core::asset::AssetId;
@@ -31,6 +31,35 @@ use crate::{Error, Result};
 /// Points per upsert or payload request: keeps each gRPC message well under Qdrant's default
 /// 32 MiB limit at 1024 dimensions, with a margin for payloads.
 const BATCH: usize = 256;
+
+/// The vacuum optimiser rewrites a segment once more than this share of its points is deleted:
+/// zero, so that one purged point is enough and its bytes leave the segment files within
+/// seconds (Qdrant's default, 0.2, would keep them until a fifth of the segment is deleted).
+pub const DELETED_THRESHOLD: f64 = 0.0;
+/// ... but only a segment of at least this many points (live and deleted): Qdrant refuses less.
+pub const VACUUM_MIN_POINTS: u64 = 100;
+/// Size of one write-ahead-log segment of a collection the index creates, in MiB: a deleted
+/// point's upsert record stays in the log until later writes have filled its segment and the
+/// next one (Qdrant keeps one closed segment), so a small one bounds that residue (Qdrant's
+/// default is 32 MiB).
+pub const WAL_SEGMENT_MIB: u64 = 1;
+
+/// What a purge leaves in Qdrant and when it goes: the deletion receipt's `method` for the
+/// vector index. Checked against a real server by the deletion canary test.
+pub const PURGE_METHOD: &str = "Qdrant: points deleted (waited for), then the vacuum optimizer \
+    triggered (deleted_threshold 0): within seconds it rewrites each segment of at least 100 \
+    points that holds a deleted point, and the old segment files go at Qdrant's next flush \
+    (every 5 s by default); a segment of fewer than 100 points keeps the deleted point's vector \
+    and payload until it reaches 100 points or is merged. Qdrant's write-ahead log keeps the \
+    point's upsert record (vector and payload) until later writes have filled its 1 MiB \
+    segment and the next one, and the next flush after that";
+
+/// The optimiser settings a purge relies on (see [`DELETED_THRESHOLD`]).
+fn purge_optimizers() -> OptimizersConfigDiffBuilder {
+    OptimizersConfigDiffBuilder::default()
+        .deleted_threshold(DELETED_THRESHOLD)
+        .vacuum_min_vector_number(VACUUM_MIN_POINTS)
+}
 
 /// Where the index lives and what it holds.
 #[derive(Debug, Clone)]
@@ -222,12 +251,17 @@ impl QdrantVectorIndex {
     async fn open_collection(&self) -> Result<()> {
         let c = &self.collection;
         if !self.client.collection_exists(c).await? {
-            let created =
-                self.client
-                    .create_collection(CreateCollectionBuilder::new(c).vectors_config(
-                        VectorParamsBuilder::new(self.dim as u64, Distance::Cosine),
-                    ))
-                    .await;
+            let created = self
+                .client
+                .create_collection(
+                    CreateCollectionBuilder::new(c)
+                        .vectors_config(VectorParamsBuilder::new(self.dim as u64, Distance::Cosine))
+                        .optimizers_config(purge_optimizers())
+                        .wal_config(
+                            WalConfigDiffBuilder::default().wal_capacity_mb(WAL_SEGMENT_MIB),
+                        ),
+                )
+                .await;
             // Another node may have created it in between; the check below judges it.
             if let Err(e) = created
                 && !self.client.collection_exists(c).await?
@@ -526,18 +560,16 @@ impl QdrantVectorIndex {
         Ok(out)
     }
 
-    /// Asks Qdrant to run its optimisers now (an update of the collection with an empty
-    /// optimiser diff, which is how Qdrant's documentation says to trigger them). The vacuum
-    /// optimiser then rewrites the segments whose share of deleted points is above the
-    /// collection's `deleted_threshold` (0.2 by default) in the background: unlike the embedded
-    /// index, deleted vectors are not guaranteed gone from disk when this returns.
+    /// Asks Qdrant to run its optimisers now (an update of the collection's optimiser settings,
+    /// which is how Qdrant's documentation says to trigger them), with the vacuum settings a
+    /// purge relies on (a collection made by an earlier version gets them here). The vacuum
+    /// optimiser then rewrites, in the background, the segments that hold a deleted point (see
+    /// [`PURGE_METHOD`]): unlike the embedded index, deleted vectors are not gone from disk when
+    /// this returns.
     fn trigger_optimisers(&self) -> Result<()> {
-        self.block_on(
-            self.client.update_collection(
-                UpdateCollectionBuilder::new(&self.collection)
-                    .optimizers_config(OptimizersConfigDiffBuilder::default()),
-            ),
-        )?;
+        self.block_on(self.client.update_collection(
+            UpdateCollectionBuilder::new(&self.collection).optimizers_config(purge_optimizers()),
+        ))?;
         Ok(())
     }
 
@@ -593,10 +625,7 @@ impl VectorIndex for QdrantVectorIndex {
     }
 
     fn purge_method(&self) -> Option<&'static str> {
-        Some(
-            "Qdrant: points deleted (waited for), then the collection's optimizers triggered; \
-             a deleted point's bytes leave a segment when the optimizer rewrites it",
-        )
+        Some(PURGE_METHOD)
     }
 }
 

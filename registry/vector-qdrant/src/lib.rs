@@ -5,7 +5,10 @@ mod index;
 pub mod test_support;
 
 pub use filter::filter_for;
-pub use index::{QdrantOptions, QdrantVectorIndex};
+pub use index::{
+    DELETED_THRESHOLD, PURGE_METHOD, QdrantOptions, QdrantVectorIndex, VACUUM_MIN_POINTS,
+    WAL_SEGMENT_MIB,
+};
 
 use registry_core::CoreError;
 use registry_core::asset::AssetId;

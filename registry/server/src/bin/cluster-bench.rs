@@ -1,12 +1,17 @@
 //! Scale-out benchmark: memory write and search latency over HTTP on two registry nodes that
-//! share one PostgreSQL database, beside the embedded default (SQLite, tantivy, in-process
-//! vectors) in the same run, and the lag until a write on one node is found on the other.
-//! Prints figures; asserts nothing.
+//! share one PostgreSQL database, and on two nodes that also share one Qdrant for their
+//! vectors, beside the embedded default (SQLite, tantivy, in-process vectors) in the same run,
+//! and the lag until a write on one node is found on the other. Prints figures; asserts
+//! nothing.
 //!
-//! `cluster-bench [--database-url URL] [--writes N] [--searches N] [--lag-probes N]`
+//! `cluster-bench [--database-url URL] [--qdrant-url URL] [--writes N] [--searches N]
+//! [--lag-probes N]`
 //!
-//! `URL` defaults to `$REGISTRY_TEST_PG_URL`; `bash scripts/pg-test.sh -- cargo run --release
-//! -p registry-server --features bench --bin cluster-bench` runs it on a throw-away cluster.
+//! The database URL defaults to `$REGISTRY_TEST_PG_URL`, Qdrant's (gRPC) to
+//! `$REGISTRY_TEST_QDRANT_URL` (without one, the Qdrant profile is left out);
+//! `bash scripts/qdrant-test.sh -- bash scripts/pg-test.sh -- cargo run --release -p
+//! registry-server --features bench --bin cluster-bench` runs it on a throw-away cluster and
+//! Qdrant.
 //! Each node is a registry served in-process on a loopback port with a data directory of its
 //! own (its own text and vector indexes, following the change log), both nodes on one fresh
 //! schema; the embedded registry gets the same workload. Writes are distinct facts (an id, a
@@ -28,6 +33,7 @@ use registry_server::state::AppState;
 
 struct Options {
     url: String,
+    qdrant: String,
     writes: usize,
     searches: usize,
     lag_probes: usize,
@@ -36,6 +42,7 @@ struct Options {
 fn parse_args() -> anyhow::Result<Options> {
     let mut o = Options {
         url: std::env::var("REGISTRY_TEST_PG_URL").unwrap_or_default(),
+        qdrant: std::env::var("REGISTRY_TEST_QDRANT_URL").unwrap_or_default(),
         writes: 400,
         searches: 400,
         lag_probes: 30,
@@ -45,6 +52,7 @@ fn parse_args() -> anyhow::Result<Options> {
         let mut value = || args.next().with_context(|| format!("{a} needs a value"));
         match a.as_str() {
             "--database-url" => o.url = value()?,
+            "--qdrant-url" => o.qdrant = value()?,
             "--writes" => o.writes = value()?.parse()?,
             "--searches" => o.searches = value()?.parse()?,
             "--lag-probes" => o.lag_probes = value()?.parse()?,
@@ -66,7 +74,12 @@ struct Node {
     state: AppState,
 }
 
-fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Result<Node> {
+fn node(
+    dir: &Path,
+    store: Option<(&str, &str)>,
+    qdrant: Option<(&str, &str)>,
+    audit_key: &Path,
+) -> anyhow::Result<Node> {
     let mut config = Config {
         data_dir: dir.to_path_buf(),
         audit_key_file: Some(audit_key.to_path_buf()),
@@ -76,6 +89,10 @@ fn node(dir: &Path, store: Option<(&str, &str)>, audit_key: &Path) -> anyhow::Re
     if let Some((url, schema)) = store {
         config.store.url = Some(url.into());
         config.store.schema = schema.into();
+    }
+    if let Some((url, prefix)) = qdrant {
+        config.vectors.qdrant_url = Some(url.into());
+        config.vectors.qdrant_collection_prefix = prefix.into();
     }
     let (state, addr) = start_server(config)?;
     Ok(Node { addr, state })
@@ -169,9 +186,19 @@ fn main() -> anyhow::Result<()> {
         o.writes, o.searches, o.lag_probes
     );
 
-    let embedded = node(&tmp.join("embedded"), None, &audit_key)?;
-    let a = node(&tmp.join("node-a"), Some((&o.url, &schema)), &audit_key)?;
-    let b = node(&tmp.join("node-b"), Some((&o.url, &schema)), &audit_key)?;
+    let embedded = node(&tmp.join("embedded"), None, None, &audit_key)?;
+    let a = node(
+        &tmp.join("node-a"),
+        Some((&o.url, &schema)),
+        None,
+        &audit_key,
+    )?;
+    let b = node(
+        &tmp.join("node-b"),
+        Some((&o.url, &schema)),
+        None,
+        &audit_key,
+    )?;
 
     let ek = writer_key(&embedded.state)?;
     let ck = writer_key(&a.state)?;
@@ -179,15 +206,57 @@ fn main() -> anyhow::Result<()> {
     let mut c = workload(&[&a, &b], &ck, &o)?;
     let mut lag = lags(&a, &b, &ck, o.lag_probes)?;
 
+    // Two more nodes on a schema of their own, their vectors in one Qdrant collection.
+    let mut q = None;
+    if o.qdrant.is_empty() {
+        println!("no Qdrant (--qdrant-url, REGISTRY_TEST_QDRANT_URL): its profile is left out");
+    } else {
+        let qschema = format!("{schema}_q");
+        let prefix = format!("cluster_bench_{}", std::process::id());
+        let qs = Some((o.qdrant.as_str(), prefix.as_str()));
+        let qa = node(
+            &tmp.join("q-node-a"),
+            Some((&o.url, &qschema)),
+            qs,
+            &audit_key,
+        )?;
+        let qb = node(
+            &tmp.join("q-node-b"),
+            Some((&o.url, &qschema)),
+            qs,
+            &audit_key,
+        )?;
+        let qk = writer_key(&qa.state)?;
+        let f = workload(&[&qa, &qb], &qk, &o)?;
+        let l = lags(&qa, &qb, &qk, o.lag_probes)?;
+        drop((qa, qb));
+        q = Some((f, l));
+    }
+
     println!();
     row("embedded (SQLite)", "write", &mut e.write_ms);
     row("two nodes + PostgreSQL", "write", &mut c.write_ms);
+    if let Some((f, _)) = &mut q {
+        row("two nodes + PG + Qdrant", "write", &mut f.write_ms);
+    }
     row("embedded (SQLite)", "search", &mut e.search_ms);
     row("two nodes + PostgreSQL", "search", &mut c.search_ms);
+    if let Some((f, _)) = &mut q {
+        row("two nodes + PG + Qdrant", "search", &mut f.search_ms);
+    }
     row("A's write found on B", "lag", &mut lag);
+    if let Some((_, l)) = &mut q {
+        row("… with Qdrant", "lag", l);
+    }
     println!(
-        "found the asked fact in the top 5: embedded {}/{}, two nodes {}/{}",
-        e.found, o.searches, c.found, o.searches
+        "found the asked fact in the top 5: embedded {}/{}, two nodes {}/{}{}",
+        e.found,
+        o.searches,
+        c.found,
+        o.searches,
+        q.as_ref()
+            .map(|(f, _)| format!(", two nodes + Qdrant {}/{}", f.found, o.searches))
+            .unwrap_or_default()
     );
     drop((embedded, a, b));
     let _ = std::fs::remove_dir_all(&tmp);
