@@ -257,7 +257,7 @@ pub async fn get_version(
     state
         .blocking(move |s| {
             Ok(axum::Json(VersionView::of(
-                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+                &s.services.skills.resolve(&p, &v.name, &v.version)?,
             )))
         })
         .await
@@ -478,7 +478,7 @@ pub async fn instructions(
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
         .blocking(move |s| {
-            instructions_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?)
+            instructions_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?)
         })
         .await
 }
@@ -505,7 +505,7 @@ pub async fn file(
         .blocking(move |s| {
             file_of(
                 s,
-                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+                &s.services.skills.resolve(&p, &v.name, &v.version)?,
                 &v.path,
             )
         })
@@ -524,7 +524,7 @@ pub async fn archive(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?))
         .await
 }
 
@@ -546,7 +546,7 @@ pub async fn by_digest(
     state
         .blocking(move |s| {
             Ok(axum::Json(VersionView::of(
-                &s.services.skills.find_by_digest(&p, &digest)?,
+                &s.services.skills.resolve_digest(&p, &digest)?,
             )))
         })
         .await
@@ -561,7 +561,7 @@ pub async fn by_digest_instructions(
     Path(digest): Path<String>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| instructions_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
+        .blocking(move |s| instructions_of(s, &s.services.skills.resolve_digest(&p, &digest)?))
         .await
 }
 
@@ -578,7 +578,7 @@ pub async fn by_digest_file(
         .blocking(move |s| {
             file_of(
                 s,
-                &s.services.skills.find_by_digest(&p, &v.digest)?,
+                &s.services.skills.resolve_digest(&p, &v.digest)?,
                 &v.path,
             )
         })
@@ -595,6 +595,6 @@ pub async fn by_digest_archive(
     Path(digest): Path<String>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.resolve_digest(&p, &digest)?))
         .await
 }
