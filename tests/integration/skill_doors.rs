@@ -396,6 +396,10 @@ fn a_draft_at_a_version_a_release_holds_is_refused_with_409() {
         "{e}"
     );
     assert_eq!(e["error"]["details"]["held_by"]["scope"], "global");
+    // Another tenant's writer, the same.
+    let gus = c.app.key("globex", "gus", &["writer"], &[]);
+    let e = assert_error(publish(&c.app, &gus, &bytes, None), 409, "CONFLICT");
+    assert_eq!(e["error"]["details"]["reason"], "version_held_by_release");
     // Promoting: the approved draft published before the release existed.
     let e = assert_error(
         call(c.app.post(&c.mallory, &vpath(NAME, "1.0.0", "promote"), &json!({}))),

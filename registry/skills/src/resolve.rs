@@ -211,8 +211,8 @@ pub(crate) fn by_digest(s: &SkillsService, p: &Principal, digest: &str) -> Resul
 /// nothing, so where several scopes hold `name@version` (a draft published before a release
 /// it cannot see), a step acts on the one the caller may act on: among the visible versions at
 /// `name@version` whose scope the caller may write or review in, answering scope first, then
-/// deepest first, the first from which `action` is legal, else the first; when none, the one
-/// [`version`] gives (and the step's own check refuses it). A deletion (`action` `None`) takes
+/// deepest first, the first from which `action` is legal; when none, the one [`version`] gives
+/// (and the step's own checks refuse it as they would refuse it anywhere). A deletion (`action` `None`) takes
 /// only a version the caller wrote or governs, so an author can still remove a draft that a
 /// release's `name@version` hides from every load.
 pub(crate) fn for_step(
@@ -239,12 +239,13 @@ pub(crate) fn for_step(
                 }
         })
         .collect();
-    let legal = action.and_then(|a| {
-        actionable
-            .iter()
-            .position(|l| l.body.state.actions().contains(&a))
-    });
-    match actionable.into_iter().nth(legal.unwrap_or(0)) {
+    let chosen = match action {
+        Some(a) => actionable
+            .into_iter()
+            .find(|l| l.body.state.actions().contains(&a)),
+        None => actionable.into_iter().next(),
+    };
+    match chosen {
         Some(l) => Ok(l),
         None => version(s, p, name, v),
     }

@@ -615,6 +615,7 @@ pub(crate) fn publish(
     }
     let digest = archive.digest().to_string();
     let _guard = lock_skill(s, p, &name);
+    crate::resolve::check_not_held(s, p, &name, &version.to_string(), &scope)?;
     let existing = versions_in_scope(s.store.as_ref(), &scope, &name)?;
     if let Some(prev) = existing
         .iter()
@@ -632,7 +633,6 @@ pub(crate) fn publish(
         )
         .with_details(serde_json::json!({"existing_digest": prev.body.digest, "digest": digest})));
     }
-    crate::resolve::check_not_held(s, p, &name, &version.to_string(), &scope)?;
     let archive_sha = registry_core::hash::sha256_hex(bytes);
     let namespace = scope.tenant.clone().unwrap_or_else(|| "global".to_string());
     let archive_blob = s.blobs.put_in(&namespace, bytes)?;
