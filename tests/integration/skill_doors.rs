@@ -112,7 +112,10 @@ fn assert_global_instructions(c: &Collision, who: &str, v: &Value) {
     assert_eq!(v["digest"], c.global_digest.as_str(), "{who}: {v}");
     let text = v["instructions"].as_str().unwrap_or_default();
     assert!(text.contains(GLOBAL_TEXT), "{who}: {v}");
-    assert!(!text.contains(DRAFT_TEXT), "{who} was served the draft: {v}");
+    assert!(
+        !text.contains(DRAFT_TEXT),
+        "{who} was served the draft: {v}"
+    );
 }
 
 #[test]
@@ -294,7 +297,9 @@ fn console_get(app: &TestApp, session: &(Client, String), path: &str) -> (u16, S
 
 /// The first CSRF token of a console page.
 fn csrf_of(page: &str) -> String {
-    let at = page.find("name=\"csrf\"").expect("a form with a CSRF token");
+    let at = page
+        .find("name=\"csrf\"")
+        .expect("a form with a CSRF token");
     let value = &page[at..];
     let start = value.find("value=\"").unwrap() + 7;
     let end = value[start..].find('"').unwrap();
@@ -388,11 +393,16 @@ fn a_draft_at_a_version_a_release_holds_is_refused_with_409() {
     let tmp = tempfile::tempdir().unwrap();
     // Publishing: another writer's draft at the release's name and version.
     let bob = c.app.key("acme", "bob", &["writer"], &[]);
-    let (bytes, _) = pack(&make_skill(tmp.path(), NAME, "1.0.0", ONE_TEST, "Bob's take."));
+    let (bytes, _) = pack(&make_skill(
+        tmp.path(),
+        NAME,
+        "1.0.0",
+        ONE_TEST,
+        "Bob's take.",
+    ));
     let e = assert_error(publish(&c.app, &bob, &bytes, None), 409, "CONFLICT");
     assert_eq!(
-        e["error"]["details"]["reason"],
-        "version_held_by_release",
+        e["error"]["details"]["reason"], "version_held_by_release",
         "{e}"
     );
     assert_eq!(e["error"]["details"]["held_by"]["scope"], "global");
@@ -402,13 +412,15 @@ fn a_draft_at_a_version_a_release_holds_is_refused_with_409() {
     assert_eq!(e["error"]["details"]["reason"], "version_held_by_release");
     // Promoting: the approved draft published before the release existed.
     let e = assert_error(
-        call(c.app.post(&c.mallory, &vpath(NAME, "1.0.0", "promote"), &json!({}))),
+        call(
+            c.app
+                .post(&c.mallory, &vpath(NAME, "1.0.0", "promote"), &json!({})),
+        ),
         409,
         "CONFLICT",
     );
     assert_eq!(
-        e["error"]["details"]["reason"],
-        "version_held_by_release",
+        e["error"]["details"]["reason"], "version_held_by_release",
         "{e}"
     );
     let (_, sel) = call(c.app.get(&c.reader, &format!("/v1/skills/{NAME}")));
@@ -426,7 +438,10 @@ fn a_draft_at_a_version_a_release_holds_is_refused_with_409() {
     let (s, v) = call(c.app.get(&bob, &vpath(NAME, "1.1.0", "instructions")));
     assert_eq!(s, 200, "{v}");
     // The author may still delete the draft the release hides.
-    let (s, r) = call(c.app.delete(&c.mallory, &format!("/v1/skills/{NAME}/versions/1.0.0")));
+    let (s, r) = call(
+        c.app
+            .delete(&c.mallory, &format!("/v1/skills/{NAME}/versions/1.0.0")),
+    );
     assert_eq!(s, 200, "{r}");
     let (s, v) = call(c.app.get(&c.ops, &vpath(NAME, "1.0.0", "instructions")));
     assert_eq!(s, 200);
@@ -573,7 +588,11 @@ fn released() -> Released {
 fn http_a_writer_cannot_yank_deprecate_or_roll_back_another_authors_release() {
     let r = released();
     let app = &r.app;
-    refused(call(app.post(&r.bob, &vpath(BOOK, "1.1.0", "yank"), &json!({"reason": "mine now"}))));
+    refused(call(app.post(
+        &r.bob,
+        &vpath(BOOK, "1.1.0", "yank"),
+        &json!({"reason": "mine now"}),
+    )));
     refused(call(app.post(
         &r.bob,
         &vpath(BOOK, "1.1.0", "deprecate"),
@@ -589,7 +608,11 @@ fn http_a_writer_cannot_yank_deprecate_or_roll_back_another_authors_release() {
     // Its author may; the other writer may not unyank it either; the author may.
     let (s, b) = call(app.post(&r.ann, &vpath(BOOK, "1.1.0", "yank"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("yanked")), "{b}");
-    refused(call(app.post(&r.bob, &vpath(BOOK, "1.1.0", "unyank"), &json!({}))));
+    refused(call(app.post(
+        &r.bob,
+        &vpath(BOOK, "1.1.0", "unyank"),
+        &json!({}),
+    )));
     assert_eq!(state_of(app, &r.ann, BOOK, "1.1.0"), "yanked");
     let (s, b) = call(app.post(&r.ann, &vpath(BOOK, "1.1.0", "unyank"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
@@ -681,7 +704,10 @@ fn console_a_writer_cannot_yank_or_deprecate_another_authors_release() {
     // The author, through the same door: allowed.
     let ann = console_session(app, &r.ann);
     let (_, page) = console_get(app, &ann, &format!("/ui/skills/{BOOK}"));
-    assert!(page.contains("/versions/1.1.0/yank"), "the author's Yank button");
+    assert!(
+        page.contains("/versions/1.1.0/yank"),
+        "the author's Yank button"
+    );
     let s = console_post(
         app,
         &ann,
@@ -705,7 +731,11 @@ fn global_releases_are_moved_by_their_platform_author_or_a_platform_admin_only()
         "FORBIDDEN",
     );
     // Another platform writer: not its author, not a platform admin.
-    refused(call(app.post(&ops_writer, &vpath(NAME, "1.0.0", "yank"), &json!({}))));
+    refused(call(app.post(
+        &ops_writer,
+        &vpath(NAME, "1.0.0", "yank"),
+        &json!({}),
+    )));
     refused(call(app.post(
         &ops_writer,
         &vpath(NAME, "1.0.0", "deprecate"),
@@ -722,7 +752,11 @@ fn global_releases_are_moved_by_their_platform_author_or_a_platform_admin_only()
         let (_, sel) = call(app.get(key, &format!("/v1/skills/{NAME}?version=1.0.0")));
         assert_eq!(sel["selected"]["digest"], c.global_digest.as_str(), "{who}");
     }
-    refused(call(app.post(&ops_writer, &vpath(NAME, "1.0.0", "unyank"), &json!({}))));
+    refused(call(app.post(
+        &ops_writer,
+        &vpath(NAME, "1.0.0", "unyank"),
+        &json!({}),
+    )));
     let (s, b) = call(app.post(&c.ops, &vpath(NAME, "1.0.0", "unyank"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
     let (_, v) = call(app.get(&c.reader, &vpath(NAME, "1.0.0", "instructions")));

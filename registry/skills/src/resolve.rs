@@ -347,17 +347,41 @@ mod tests {
     #[test]
     fn a_draft_is_seen_by_its_author_reviewers_and_admins_only() {
         let draft = version_in(Scope::tenant("acme"), "ann", LifecycleState::Draft);
-        assert!(may_see_draft(&key("acme", "ann", &[Role::Writer], false), &draft));
-        assert!(may_see_draft(&key("acme", "rita", &[Role::Reviewer], false), &draft));
-        assert!(may_see_draft(&key("acme", "root", &[Role::Admin], false), &draft));
-        assert!(!may_see_draft(&key("acme", "bob", &[Role::Writer], false), &draft));
-        assert!(!may_see_draft(&key("acme", "rob", &[Role::Reader], false), &draft));
+        assert!(may_see_draft(
+            &key("acme", "ann", &[Role::Writer], false),
+            &draft
+        ));
+        assert!(may_see_draft(
+            &key("acme", "rita", &[Role::Reviewer], false),
+            &draft
+        ));
+        assert!(may_see_draft(
+            &key("acme", "root", &[Role::Admin], false),
+            &draft
+        ));
+        assert!(!may_see_draft(
+            &key("acme", "bob", &[Role::Writer], false),
+            &draft
+        ));
+        assert!(!may_see_draft(
+            &key("acme", "rob", &[Role::Reader], false),
+            &draft
+        ));
         // Another tenant's user of the same name is not its author.
-        assert!(!may_see_draft(&key("globex", "ann", &[Role::Admin], false), &draft));
+        assert!(!may_see_draft(
+            &key("globex", "ann", &[Role::Admin], false),
+            &draft
+        ));
         // A global draft: a tenant user named like its platform author is not its author.
         let global = version_in(Scope::global(), "ops", LifecycleState::Tested);
-        assert!(!may_see_draft(&key("acme", "ops", &[Role::Admin], false), &global));
-        assert!(may_see_draft(&key("platform", "ops", &[Role::Writer], true), &global));
+        assert!(!may_see_draft(
+            &key("acme", "ops", &[Role::Admin], false),
+            &global
+        ));
+        assert!(may_see_draft(
+            &key("platform", "ops", &[Role::Writer], true),
+            &global
+        ));
     }
 
     #[test]

@@ -477,9 +477,7 @@ pub async fn instructions(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| {
-            instructions_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?)
-        })
+        .blocking(move |s| instructions_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?))
         .await
 }
 
