@@ -3,9 +3,10 @@
 Usage:
   mcp_client.py stdio <registry-binary> <data-dir>   (key in REGISTRY_API_KEY)
   mcp_client.py http <url> <key> [Header=value ...]   (extra request headers, e.g. X-Project=web)
-Reads a JSON plan on stdin: {"calls": [{"tool": name, "args": {...}}, ...]}
+Reads a JSON plan on stdin: {"calls": [{"tool": name, "args": {...}}, ...]}; a call may be
+{"resource": uri} instead (resources/read).
 Prints one JSON object: protocol, server extensions, tool names with their input schemas, and
-for each call its structuredContent and isError.
+for each call its structuredContent and isError (for a resource: its contents, or the error).
 """
 
 import asyncio
@@ -25,6 +26,17 @@ def result_of(r):
     }
 
 
+async def read_resource(client, uri):
+    try:
+        r = await client.read_resource(uri, cache_mode="bypass")
+    except Exception as e:  # the server's JSON-RPC error, as the SDK raises it
+        return {"is_error": True, "error": str(e), "code": getattr(getattr(e, "error", None), "code", None)}
+    contents = []
+    for c in r.contents:
+        contents.append({"uri": str(c.uri), "text": getattr(c, "text", None), "blob": getattr(c, "blob", None)})
+    return {"is_error": False, "contents": contents}
+
+
 async def drive(client, plan):
     out = {
         "protocol": str(client.protocol_version),
@@ -34,6 +46,9 @@ async def drive(client, plan):
     out["tools"] = {t.name: {"description": t.description, "input_schema": t.input_schema} for t in tools}
     out["calls"] = []
     for call in plan.get("calls", []):
+        if "resource" in call:
+            out["calls"].append(await read_resource(client, call["resource"]))
+            continue
         r = await client.call_tool(call["tool"], call.get("args", {}))
         out["calls"].append(result_of(r))
     return out

@@ -15,5 +15,6 @@ mod knowledge;
 mod memory;
 mod retrieval;
 mod security;
+mod skill_doors;
 mod skills;
 mod ui;

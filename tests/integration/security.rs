@@ -131,14 +131,15 @@ fn item01_a_tenant_admin_cannot_write_review_move_or_delete_anything_global() {
         &pass_all(&draft),
     ));
     assert_eq!(s, 200);
+    // A global draft is not even visible to a tenant's reviewer (#31): 404 like a missing one.
     assert_error(
         call(app.post(
             &evil_reviewer,
             &vpath("ledger-sync", "1.1.0", "review"),
             &json!({"decision": "approve"}),
         )),
-        403,
-        "FORBIDDEN",
+        404,
+        "NOT_FOUND",
     );
     // Still the platform's release, untouched.
     let (s, sel) = call(app.get(&acme_reader, "/v1/skills/ledger-sync"));
@@ -857,11 +858,11 @@ fn item13_no_existence_oracles_and_no_reach_across_owners() {
     let (s, _) = publish(&app, &ann, &bytes, None);
     assert_eq!(s, 201);
     release(&app, &g, &g_rev, &bytes, None);
-    // Any writer deleting another author's draft.
+    // Any writer deleting another author's draft: refused, as a draft it may not see (#31).
     assert_error(
         call(app.delete(&bob, "/v1/skills/shared-skill/versions/1.0.0")),
-        403,
-        "FORBIDDEN",
+        404,
+        "NOT_FOUND",
     );
     let (s, r) = call(app.delete(&ann, "/v1/skills/shared-skill/versions/1.0.0"));
     assert_eq!(s, 200, "{r}");

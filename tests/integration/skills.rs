@@ -297,10 +297,12 @@ fn lifecycle_rules_hold() {
         "FORBIDDEN",
     );
     assert_eq!(e["error"]["details"]["reason"], "self_review");
+    // A reader does not see another's draft at all (#31: drafts to their author, reviewers
+    // and admins only), so it cannot review it either.
     assert_error(
         call(app.post(&rob, &vpath(name, "1.0.0", "review"), &approve)),
-        403,
-        "FORBIDDEN",
+        404,
+        "NOT_FOUND",
     );
     // A rejection blocks promotion; a later approval allows it.
     let (s, b) = call(app.post(
@@ -316,11 +318,11 @@ fn lifecycle_rules_hold() {
     );
     let (s, b) = call(app.post(&rita, &vpath(name, "1.0.0", "review"), &approve));
     assert_eq!((s, b["state"].as_str()), (200, Some("approved")));
-    // A reader cannot promote.
+    // A reader cannot promote (nor see the draft).
     assert_error(
         call(app.post(&rob, &vpath(name, "1.0.0", "promote"), &json!({}))),
-        403,
-        "FORBIDDEN",
+        404,
+        "NOT_FOUND",
     );
     let (s, b) = call(app.post(&ann, &vpath(name, "1.0.0", "promote"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");

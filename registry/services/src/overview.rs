@@ -199,6 +199,8 @@ impl Services {
                     .lookup_key
                     .as_deref()
                     .filter(|k| !k.starts_with("release:"))
+                    // Another author's draft is not listed to whoever may not see it.
+                    .filter(|_| registry_skills::resolve::may_list(p, r))
                 {
                     names.insert(k.to_string());
                 }

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod lifecycle;
+pub mod resolve;
 pub mod service;
 pub mod views;
 
@@ -10,6 +11,6 @@ pub use lifecycle::{Action, LifecycleState};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
     ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, SkillsService,
-    TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest,
+    TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest, require_release_governance,
 };
 pub use views::{DiscoverList, InstructionsView, SelectView, VersionSummary, VersionView};

@@ -157,29 +157,30 @@ impl SkillsService {
         delete_version(self, p, name, version, reason)
     }
 
+    /// The versions of `name` the caller sees in the scope that answers for the name (drafts
+    /// only to whoever may see them; see [`crate::resolve`]).
     pub fn visible_versions(&self, p: &Principal, name: &str) -> Result<Vec<Loaded>> {
-        visible_versions(self, p, name)
+        crate::resolve::visible_versions(self, p, name)
     }
 
-    pub fn find_version(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
-        find_version(self, p, name, version)
+    /// `name@version` as the caller would select it: every door that loads or shows a
+    /// version by name asks this (see [`crate::resolve`]).
+    pub fn resolve(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
+        crate::resolve::version(self, p, name, version)
     }
 
-    pub fn find_by_digest(&self, p: &Principal, digest: &str) -> Result<Loaded> {
-        find_by_digest(self, p, digest)
+    /// A version by its tree digest, through the same rules as [`Self::resolve`].
+    pub fn resolve_digest(&self, p: &Principal, digest: &str) -> Result<Loaded> {
+        crate::resolve::by_digest(self, p, digest)
     }
 
     pub fn current_release(&self, versions: &[Loaded]) -> Result<Option<ReleaseTarget>> {
         current_release(self, versions)
     }
 
-    /// The current release of `name`, loaded.
+    /// The current release of `name` as the caller would select it, loaded.
     pub fn current(&self, p: &Principal, name: &str) -> Result<Loaded> {
-        let versions = self.visible_versions(p, name)?;
-        let current = self
-            .current_release(&versions)?
-            .ok_or_else(|| Error::not_found(format!("{name} has no current release")))?;
-        self.find_version(p, name, &current.version)
+        crate::resolve::current(self, p, name)
     }
 
     pub fn discover(
@@ -463,7 +464,7 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    fn of(rec: AssetRecord) -> Result<Self> {
+    pub(crate) fn of(rec: AssetRecord) -> Result<Self> {
         let body: VersionBody = serde_json::from_value(rec.body.clone())
             .map_err(|e| Error::internal(format!("corrupt skill body {}: {e}", rec.meta.id)))?;
         Ok(Loaded { rec, body })
@@ -550,95 +551,6 @@ fn versions_in_scope(store: &dyn AssetStore, scope: &Scope, name: &str) -> Resul
     recs.into_iter().map(Loaded::of).collect()
 }
 
-/// Every version of `name` the principal may see, grouped by scope, deepest scope first.
-fn versions_by_scope(s: &SkillsService, p: &Principal, name: &str) -> Result<Vec<Vec<Loaded>>> {
-    let mut recs = s.store.find(&AssetQuery {
-        kind: Some(AssetKind::SkillVersion),
-        tenant: Some(p.tenant.clone()),
-        lookup_key: Some(name.to_string()),
-        scope_keys: Some(p.visible_scope_keys()),
-        heads_only: true,
-        ..Default::default()
-    })?;
-    recs.extend(s.store.find(&AssetQuery {
-        kind: Some(AssetKind::SkillVersion),
-        lookup_key: Some(name.to_string()),
-        scope_keys: Some(vec![Scope::global().key()]),
-        heads_only: true,
-        ..Default::default()
-    })?);
-    recs.retain(|r| p.can_see(&r.meta));
-    let mut groups: std::collections::BTreeMap<std::cmp::Reverse<usize>, Vec<Loaded>> =
-        Default::default();
-    for r in recs {
-        let depth = r.meta.scope.path_keys().len();
-        groups
-            .entry(std::cmp::Reverse(depth))
-            .or_default()
-            .push(Loaded::of(r)?);
-    }
-    Ok(groups
-        .into_values()
-        .map(|mut g| {
-            g.sort_by_key(Loaded::semver);
-            g
-        })
-        .collect())
-}
-
-/// Every version of `name` the principal may see, from the scope that answers for the name: the
-/// most specific one with a released version (a tenant's own release shadows a global skill
-/// of the same name; a tenant's mere draft does not), else the most specific one. Empty: 404.
-pub(crate) fn visible_versions(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-) -> Result<Vec<Loaded>> {
-    let groups = versions_by_scope(s, p, name)?;
-    let released = groups
-        .iter()
-        .position(|g| g.iter().any(|l| l.body.state.is_released()));
-    groups
-        .into_iter()
-        .nth(released.unwrap_or(0))
-        .ok_or_else(|| Error::not_found(format!("no skill {name}")))
-}
-
-/// `name@version` in the most specific scope that has that version.
-pub(crate) fn find_version(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-) -> Result<Loaded> {
-    versions_by_scope(s, p, name)?
-        .into_iter()
-        .flatten()
-        .find(|l| l.body.version == version)
-        .ok_or_else(|| Error::not_found(format!("no skill {name}@{version}")))
-}
-
-pub(crate) fn find_by_digest(s: &SkillsService, p: &Principal, digest: &str) -> Result<Loaded> {
-    let digest = parse_digest(digest)?;
-    let recs = s.store.find(&AssetQuery {
-        kind: Some(AssetKind::SkillVersion),
-        content_hash: Some(digest_hex(&digest)),
-        heads_only: true,
-        ..Default::default()
-    })?;
-    recs.into_iter()
-        .filter(|r| {
-            p.can_see(&r.meta)
-                && r.lookup_key
-                    .as_deref()
-                    .is_some_and(|k| !k.starts_with(RELEASE_PREFIX))
-        })
-        .map(Loaded::of)
-        .next()
-        .transpose()?
-        .ok_or_else(|| Error::not_found(format!("no skill with digest {digest}")))
-}
-
 /// The outcome of a publish.
 #[derive(Debug)]
 pub struct Published {
@@ -703,6 +615,7 @@ pub(crate) fn publish(
     }
     let digest = archive.digest().to_string();
     let _guard = lock_skill(s, p, &name);
+    crate::resolve::check_not_held(s, p, &name, &version.to_string(), &scope)?;
     let existing = versions_in_scope(s.store.as_ref(), &scope, &name)?;
     if let Some(prev) = existing
         .iter()
@@ -1121,9 +1034,32 @@ fn require_write(p: &Principal, l: &Loaded) -> Result<()> {
     }
 }
 
-/// Re-reads the version under the write lock so a step never acts on a stale image.
-fn reload(s: &SkillsService, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
-    find_version(s, p, name, version)
+/// The governance of a released version (yank, unyank, deprecate, rollback): the writer role
+/// in its scope (platform keys for global skills) and, besides, its author or an admin of its
+/// scope (a platform admin for global skills). Every door calls the service steps that ask it.
+pub fn require_release_governance(p: &Principal, l: &Loaded) -> Result<()> {
+    require_write(p, l)?;
+    if crate::resolve::is_author(p, l) || p.governs(&l.rec.meta.scope) {
+        Ok(())
+    } else {
+        Err(Error::forbidden(format!(
+            "{}@{} is governed by its author or an admin of its scope",
+            l.body.name, l.body.version
+        ))
+        .with_details(serde_json::json!({"reason": "not_release_governor"})))
+    }
+}
+
+/// Re-reads the version under the write lock so a step never acts on a stale image; through
+/// the resolver ([`crate::resolve::for_step`]).
+fn reload(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    action: Action,
+) -> Result<Loaded> {
+    crate::resolve::for_step(s, p, name, version, Some(action))
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1143,7 +1079,7 @@ pub(crate) fn record_tests(
     req: TestResultsRequest,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
+    let cur = reload(s, p, name, version, Action::Test)?;
     require_write(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Test)?;
     let digest = parse_digest(&req.digest)?;
@@ -1210,7 +1146,7 @@ pub(crate) fn review(
     req: ReviewRequest,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
+    let cur = reload(s, p, name, version, Action::Review)?;
     if !p.can_review_in(&cur.rec.meta.scope) {
         return Err(Error::forbidden(if cur.rec.meta.scope.tenant.is_none() {
             "reviewing a global skill needs a platform reviewer"
@@ -1263,9 +1199,10 @@ pub(crate) fn promote(
     version: &str,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
+    let cur = reload(s, p, name, version, Action::Promote)?;
     require_write(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Promote)?;
+    crate::resolve::check_not_held(s, p, name, version, &cur.rec.meta.scope)?;
     let b = &cur.body;
     let tested = b
         .tests
@@ -1301,8 +1238,8 @@ pub(crate) fn deprecate(
     req: DeprecateRequest,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
-    require_write(p, &cur)?;
+    let cur = reload(s, p, name, version, Action::Deprecate)?;
+    require_release_governance(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Deprecate)?;
     if registry_core::text::is_blank(&req.message) {
         return Err(Error::validation("a deprecation needs a message")
@@ -1336,8 +1273,8 @@ pub(crate) fn yank(
     req: YankRequest,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
-    require_write(p, &cur)?;
+    let cur = reload(s, p, name, version, Action::Yank)?;
+    require_release_governance(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Yank)?;
     check_note("reason", req.reason.as_deref())?;
     let mut body = cur.body.clone();
@@ -1359,10 +1296,10 @@ pub(crate) fn delete_version(
     reason: Option<String>,
 ) -> Result<registry_core::deletion::Receipt> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
+    let cur = crate::resolve::for_step(s, p, name, version, None)?;
     require_write(p, &cur)?;
     let governs = p.governs(&cur.rec.meta.scope);
-    if cur.body.author != p.user && !governs {
+    if !crate::resolve::is_author(p, &cur) && !governs {
         return Err(Error::forbidden(
             "only its author or an admin of its scope deletes a version",
         ));
@@ -1384,7 +1321,7 @@ pub(crate) fn delete_version(
             }
             .into());
         }
-        let versions = visible_versions(s, p, name)?;
+        let versions = crate::resolve::visible_versions(s, p, name)?;
         if current_release(s, &versions)?.is_some_and(|t| t.version_asset == cur.rec.meta.id) {
             return Err(Error::new(
                 registry_core::ErrorCode::Conflict,
@@ -1411,8 +1348,8 @@ pub(crate) fn unyank(
     version: &str,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version)?;
-    require_write(p, &cur)?;
+    let cur = reload(s, p, name, version, Action::Unyank)?;
+    require_release_governance(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Unyank)?;
     let mut body = cur.body.clone();
     body.state = cur.body.yanked_from.unwrap_or(LifecycleState::Published);
@@ -1440,7 +1377,7 @@ pub(crate) fn rollback(
     req: RollbackRequest,
 ) -> Result<Loaded> {
     let _guard = lock_skill(s, p, name);
-    let all = visible_versions(s, p, name)?;
+    let all = crate::resolve::visible_versions(s, p, name)?;
     let digest = req.digest.as_deref().map(parse_digest).transpose()?;
     let target = all
         .iter()
@@ -1451,7 +1388,7 @@ pub(crate) fn rollback(
         })
         .filter(|_| req.version.is_some() || digest.is_some())
         .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?;
-    require_write(p, target)?;
+    require_release_governance(p, target)?;
     if !target.body.state.is_released() {
         return Err(CoreError::InvalidTransition {
             from: target.body.state.as_str().into(),
@@ -1476,6 +1413,12 @@ pub(crate) fn rollback(
             "state": target.body.state.as_str(), "action": "rollback",
             "allowed_transitions": target.body.state.allowed(), "current": c.version,
         })));
+    }
+    // A rollback displaces the current release: whoever moves it must govern that one too.
+    if let Some(c) = &current
+        && let Some(displaced) = all.iter().find(|l| l.rec.meta.id == c.version_asset)
+    {
+        require_release_governance(p, displaced)?;
     }
     let mut ops = vec![];
     let index = release_ops(

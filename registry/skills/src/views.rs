@@ -125,14 +125,22 @@ pub fn select_view(
     permissions: &[String],
     environment: &[String],
 ) -> Result<SelectView> {
-    let versions = crate::service::visible_versions(s, p, name)?;
+    let versions = crate::resolve::visible_versions(s, p, name)?;
     let current = crate::service::current_release(s, &versions)?;
+    // The version shown is the one every load door serves under that name.
     let selected = match (version, &current) {
-        (Some(v), _) => versions.iter().find(|l| l.body.version == v),
-        (None, Some(c)) => versions.iter().find(|l| l.body.version == c.version),
-        (None, None) => versions.last(),
-    }
-    .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?;
+        (Some(v), _) => crate::resolve::version(s, p, name, v)?,
+        (None, Some(c)) => versions
+            .iter()
+            .find(|l| l.rec.meta.id == c.version_asset)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?,
+        (None, None) => match versions.last() {
+            Some(l) => crate::resolve::version(s, p, name, &l.body.version)?,
+            None => return Err(Error::not_found(format!("no such version of {name}"))),
+        },
+    };
+    let selected = &selected;
     let (executable, reasons) =
         crate::service::executable_check(selected, tools, permissions, environment);
     Ok(SelectView {

@@ -75,6 +75,9 @@ pub struct SkillQuery {
 fn actions(ctx: &Ctx, v: &VersionView) -> Markup {
     let base = format!("/ui/skills/{}/versions/{}", v.name, v.version);
     let writer = ctx.principal.can_write();
+    // Released versions are moved by their author or an admin (the service decides; the
+    // buttons only follow it).
+    let governor = writer && (v.author == ctx.principal.user || ctx.principal.is_admin());
     let reviewer = ctx.has_role(Role::Reviewer) && v.author != ctx.principal.user;
     html! {
         div class="actions" {
@@ -84,10 +87,13 @@ fn actions(ctx: &Ctx, v: &VersionView) -> Markup {
                         (post_button(ctx, &format!("{base}/approve"), "Approve", &[]))
                         (post_button(ctx, &format!("{base}/reject"), "Reject", &[]))
                     }
-                    "promote" | "yank" | "unyank" if writer => {
+                    "promote" if writer => {
                         (post_button(ctx, &format!("{base}/{a}"), &capitalise(a), &[]))
                     }
-                    "deprecate" if writer => {
+                    "yank" | "unyank" if governor => {
+                        (post_button(ctx, &format!("{base}/{a}"), &capitalise(a), &[]))
+                    }
+                    "deprecate" if governor => {
                         form method="post" action=(format!("{base}/deprecate")) class="inline" {
                             (csrf_field(ctx))
                             label for=(format!("dep-{}", v.version)) { "Deprecation message" }
@@ -117,24 +123,27 @@ pub async fn skill(
 ) -> Page {
     let p = ctx.principal.clone();
     let n = name.clone();
-    let (versions, current) = c
+    let (versions, current, selected) = c
         .run(move |s| {
             let loaded = s.skills.visible_versions(&p, &n)?;
             if loaded.is_empty() {
                 return Err(UiError::not_found(format!("no skill {n}")));
             }
             let current = s.skills.current_release(&loaded)?.map(|r| r.version);
+            // The version shown is the one every other door serves under that name.
+            let selected = match &q.version {
+                Some(v) => Some(VersionView::of(&s.skills.resolve(&p, &n, v)?)),
+                None => loaded.last().map(VersionView::of),
+            };
             Ok((
                 loaded.iter().map(VersionView::of).collect::<Vec<_>>(),
                 current,
+                selected,
             ))
         })
         .await?;
-    let selected = q
-        .version
-        .as_deref()
-        .and_then(|v| versions.iter().find(|x| x.version == v))
-        .or_else(|| versions.last())
+    let selected = selected
+        .as_ref()
         .ok_or_else(|| UiError::not_found("no version"))?;
     let published: Vec<&VersionView> = versions
         .iter()

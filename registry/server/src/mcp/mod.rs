@@ -213,13 +213,7 @@ impl ServerHandler for RegistryMcp {
                     .and_then(|r| r.strip_suffix("/SKILL.md"))
                     .filter(|n| !n.contains('/'))
                     .ok_or_else(|| ApiError::not_found(format!("no skill {uri}")))?;
-                let versions = s.services.skills.visible_versions(p, name)?;
-                let current = s
-                    .services
-                    .skills
-                    .current_release(&versions)?
-                    .ok_or_else(|| ApiError::not_found(format!("no skill {uri}")))?;
-                skill_entry(s, p, name, &current.version)
+                skill_entry(s, p, name)
             })
             .await?;
         Ok(GetSkillResult::new(skill))

@@ -20,13 +20,14 @@ pub fn skills_of(s: &AppState, p: &Principal) -> ApiResult<Vec<Skill>> {
     let list = s.services.skills.discover(p, None, 1000)?;
     let mut out = Vec::with_capacity(list.len());
     for entry in list {
-        out.push(skill_entry(s, p, &entry.name, &entry.version)?);
+        out.push(skill_entry(s, p, &entry.name)?);
     }
     Ok(out)
 }
 
-pub fn skill_entry(s: &AppState, p: &Principal, name: &str, version: &str) -> ApiResult<Skill> {
-    let l = s.services.skills.find_version(p, name, version)?;
+/// The current release of `name` as the caller would select it, as a skills-extension entry.
+pub fn skill_entry(s: &AppState, p: &Principal, name: &str) -> ApiResult<Skill> {
+    let l = s.services.skills.current(p, name)?;
     let archive = s.services.skills.archive(&l)?;
     let uri = format!("{SKILL_SCHEME}{name}/SKILL.md");
     let files = l
@@ -80,13 +81,7 @@ pub fn read_skill_file(s: &AppState, p: &Principal, uri: &str) -> ApiResult<Reso
     let (name, path) = rest
         .split_once('/')
         .ok_or_else(|| ApiError::not_found(format!("no resource {uri}")))?;
-    let versions = s.services.skills.visible_versions(p, name)?;
-    let current = s
-        .services
-        .skills
-        .current_release(&versions)?
-        .ok_or_else(|| ApiError::not_found(format!("{name} has no current release")))?;
-    let l = s.services.skills.find_version(p, name, &current.version)?;
+    let l = s.services.skills.current(p, name)?;
     let f = s.services.skills.file(&l, path)?;
     // UTF-8 text without NUL bytes is served as text; anything else as base64 bytes.
     let is_text = std::str::from_utf8(&f.contents).is_ok_and(|t| !t.contains('\0'));

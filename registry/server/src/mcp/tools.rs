@@ -237,23 +237,11 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
         "skill_load" => {
             let a: LoadArgs = parse(args)?;
             let loaded = match (&a.digest, &a.name) {
-                (Some(d), _) => s.services.skills.find_by_digest(p, d)?,
-                (None, Some(n)) => {
-                    let version = match &a.version {
-                        Some(v) => v.clone(),
-                        None => {
-                            let versions = s.services.skills.visible_versions(p, n)?;
-                            s.services
-                                .skills
-                                .current_release(&versions)?
-                                .map(|c| c.version)
-                                .ok_or_else(|| {
-                                    ApiError::not_found(format!("{n} has no current release"))
-                                })?
-                        }
-                    };
-                    s.services.skills.find_version(p, n, &version)?
-                }
+                (Some(d), _) => s.services.skills.resolve_digest(p, d)?,
+                (None, Some(n)) => match &a.version {
+                    Some(v) => s.services.skills.resolve(p, n, v)?,
+                    None => s.services.skills.current(p, n)?,
+                },
                 (None, None) => {
                     return Err(ApiError::validation("give a name or a digest")
                         .with_details(json!({ "field": "name", "reason": "missing" })));

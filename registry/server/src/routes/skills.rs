@@ -257,7 +257,7 @@ pub async fn get_version(
     state
         .blocking(move |s| {
             Ok(axum::Json(VersionView::of(
-                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+                &s.services.skills.resolve(&p, &v.name, &v.version)?,
             )))
         })
         .await
@@ -477,9 +477,7 @@ pub async fn instructions(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| {
-            instructions_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?)
-        })
+        .blocking(move |s| instructions_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?))
         .await
 }
 
@@ -505,7 +503,7 @@ pub async fn file(
         .blocking(move |s| {
             file_of(
                 s,
-                &s.services.skills.find_version(&p, &v.name, &v.version)?,
+                &s.services.skills.resolve(&p, &v.name, &v.version)?,
                 &v.path,
             )
         })
@@ -524,7 +522,7 @@ pub async fn archive(
     Path(v): Path<VersionPath>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &s.services.skills.find_version(&p, &v.name, &v.version)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.resolve(&p, &v.name, &v.version)?))
         .await
 }
 
@@ -546,7 +544,7 @@ pub async fn by_digest(
     state
         .blocking(move |s| {
             Ok(axum::Json(VersionView::of(
-                &s.services.skills.find_by_digest(&p, &digest)?,
+                &s.services.skills.resolve_digest(&p, &digest)?,
             )))
         })
         .await
@@ -561,7 +559,7 @@ pub async fn by_digest_instructions(
     Path(digest): Path<String>,
 ) -> ApiResult<axum::Json<InstructionsView>> {
     state
-        .blocking(move |s| instructions_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
+        .blocking(move |s| instructions_of(s, &s.services.skills.resolve_digest(&p, &digest)?))
         .await
 }
 
@@ -578,7 +576,7 @@ pub async fn by_digest_file(
         .blocking(move |s| {
             file_of(
                 s,
-                &s.services.skills.find_by_digest(&p, &v.digest)?,
+                &s.services.skills.resolve_digest(&p, &v.digest)?,
                 &v.path,
             )
         })
@@ -595,6 +593,6 @@ pub async fn by_digest_archive(
     Path(digest): Path<String>,
 ) -> ApiResult<Response> {
     state
-        .blocking(move |s| archive_of(s, &s.services.skills.find_by_digest(&p, &digest)?))
+        .blocking(move |s| archive_of(s, &s.services.skills.resolve_digest(&p, &digest)?))
         .await
 }
