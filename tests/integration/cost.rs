@@ -80,6 +80,7 @@ fn a_two_mib_one_word_document_is_refused_promptly_and_leaves_no_work_behind() {
         &one_word_document(),
     );
     let at_answer = cpu_seconds(pid);
+    eprintln!("one-word document: {status}, {:.2} CPU-s", at_answer - before);
     assert!(
         status == 413 || status == 408,
         "a 2 MiB one-word document: {status} {body}"
@@ -97,6 +98,7 @@ fn a_two_mib_one_word_document_is_refused_promptly_and_leaves_no_work_behind() {
     // Nothing runs on after the answer (before: a core busy for 7+ minutes).
     std::thread::sleep(Duration::from_secs(3));
     let after = cpu_seconds(pid);
+    eprintln!("after the answer: {:.2} CPU-s", after - at_answer);
     assert!(
         after - at_answer < 1.5,
         "{:.1} CPU-s after the answer",
@@ -140,6 +142,7 @@ fn a_write_of_192_long_list_items_costs_a_bounded_amount_of_model_time() {
     let before = cpu_seconds(pid);
     let (status, out) = post(&srv.base, &key, "/v1/memories", &body);
     let cost = cpu_seconds(pid) - before;
+    eprintln!("big write: {status}, {cost:.2} CPU-s");
     // The gate decides (a record, a hold or a refusal with its reasons), or the write is
     // refused with a stable code; either way the model reads a bounded share of it.
     assert!(
@@ -155,7 +158,7 @@ fn a_write_of_192_long_list_items_costs_a_bounded_amount_of_model_time() {
 
 #[test]
 fn a_batch_past_its_deadline_commits_nothing_after_it() {
-    let app = TestApp::start_with(|c| c.request_timeout_secs = 2);
+    let app = TestApp::start_with(|c| c.request_timeout_secs = 6);
     let key = app.key("acme", "mallory", &["writer"], &[]);
     let memories: Vec<Value> = (0..60).map(big_write).collect();
     let (status, out) =
@@ -187,7 +190,7 @@ fn a_batch_past_its_deadline_commits_nothing_after_it() {
                 .iter()
                 .filter(|r| r["error"]["code"] == "REQUEST_TIMEOUT")
                 .collect();
-            assert!(!late.is_empty(), "60 big items within 2 s: {out}");
+            assert!(!late.is_empty(), "60 big items within 6 s: {out}");
             // Items stop at the deadline: none after a timed-out one is written.
             let first_late = results
                 .iter()
@@ -203,6 +206,7 @@ fn a_batch_past_its_deadline_commits_nothing_after_it() {
         }
         other => panic!("batch: {other} {out}"),
     };
+    eprintln!("batch: {status}, {committed} committed");
     assert_eq!(count(), committed, "records right after the answer");
     std::thread::sleep(Duration::from_secs(4));
     assert_eq!(count(), committed, "records written after the answer");
@@ -256,6 +260,7 @@ fn sigterm_during_a_long_ingest_stops_the_server_within_seconds_and_commits_noth
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    eprintln!("exited {:.1} s after SIGTERM", sent.elapsed().as_secs_f64());
     assert!(
         exited.is_some(),
         "the server still runs 30 s after SIGTERM (it waited for the ingest)"
