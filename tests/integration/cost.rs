@@ -80,7 +80,10 @@ fn a_two_mib_one_word_document_is_refused_promptly_and_leaves_no_work_behind() {
         &one_word_document(),
     );
     let at_answer = cpu_seconds(pid);
-    eprintln!("one-word document: {status}, {:.2} CPU-s", at_answer - before);
+    eprintln!(
+        "one-word document: {status}, {:.2} CPU-s",
+        at_answer - before
+    );
     assert!(
         status == 413 || status == 408,
         "a 2 MiB one-word document: {status} {body}"
