@@ -11,6 +11,8 @@ pub enum Error {
     },
     #[error("document is {size} bytes, more than the limit of {limit}")]
     TooLarge { size: usize, limit: usize },
+    #[error("the document cuts into more than {limit} chunks")]
+    TooManyChunks { limit: usize },
     #[error("content is not valid UTF-8 (first bad byte at offset {offset})")]
     InvalidUtf8 { offset: usize },
     #[error("forbidden: {0}")]
@@ -36,7 +38,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::Validation { .. } | Error::InvalidUtf8 { .. } => ErrorCode::ValidationFailed,
-            Error::TooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::TooLarge { .. } | Error::TooManyChunks { .. } => ErrorCode::PayloadTooLarge,
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
@@ -49,6 +51,9 @@ impl Error {
             Error::Validation { field, .. } => serde_json::json!({ "field": field }),
             Error::TooLarge { size, limit } => {
                 serde_json::json!({ "field": "content", "size": size, "limit": limit })
+            }
+            Error::TooManyChunks { limit } => {
+                serde_json::json!({ "field": "content", "max_chunks": limit })
             }
             Error::InvalidUtf8 { offset } => {
                 serde_json::json!({ "field": "content", "offset": offset })

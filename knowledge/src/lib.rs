@@ -13,7 +13,7 @@ pub mod instruction;
 pub mod model;
 pub mod service;
 
-pub use chunk::{Chunk, ChunkKind, Format, chunk_document, slice_chars};
+pub use chunk::{Chunk, ChunkKind, ChunkLimits, Format, Tokens, chunk_document, slice_chars};
 pub use error::{Error, Result};
 pub use instruction::{InstructionFlag, detect_instructions};
 pub use model::{Authority, Freshness, freshness};

@@ -16,7 +16,7 @@ use registry_core::{Acl, Scope};
 use registry_engine::{EMBED_BATCH, Fusion, HybridHit, HybridSearcher, Leg, LegHit, Legs};
 use serde::{Deserialize, Serialize};
 
-use crate::chunk::{Chunk, ChunkKind, Format, chunk_document};
+use crate::chunk::{Chunk, ChunkKind, ChunkLimits, Format, Tokens, chunk_document};
 use crate::error::{Error, Result};
 use crate::instruction::InstructionFlag;
 use crate::model::{Authority, Freshness, freshness};
@@ -33,6 +33,19 @@ const BM25_HALF: f32 = 10.0;
 /// Largest `k` a search may ask for.
 pub const MAX_K: usize = 200;
 const MAX_QUERY_CHARS: usize = 4096;
+
+/// The embedder's tokenizer as the chunker reads it.
+struct ModelTokens<'a>(&'a dyn registry_core::retrieval::Embedder);
+
+impl Tokens for ModelTokens<'_> {
+    fn count(&self, text: &str) -> Result<usize> {
+        Ok(self.0.count_tokens(text)?)
+    }
+
+    fn prefix_within<'t>(&self, text: &'t str, max: usize) -> Result<&'t str> {
+        Ok(self.0.prefix_within(text, max)?)
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct KnowledgeConfig {
@@ -480,11 +493,14 @@ impl KnowledgeService {
         })
     }
 
-    /// Chunks `text` for this service's embedder.
+    /// Chunks `text` for this service's embedder, within [`KnowledgeConfig::max_chunks`].
     pub fn chunk(&self, text: &str, format: Format) -> Result<Vec<Chunk>> {
-        let embedder = &self.search.embedder;
-        let count = |t: &str| -> Result<usize> { Ok(embedder.count_tokens(t)?) };
-        chunk_document(text, format, embedder.info().max_tokens, &count)
+        let embedder = self.search.embedder.as_ref();
+        let limits = ChunkLimits {
+            max_tokens: embedder.info().max_tokens,
+            max_chunks: self.config.max_chunks,
+        };
+        chunk_document(text, format, limits, &ModelTokens(embedder))
     }
 
     fn embed_all(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
@@ -580,12 +596,6 @@ impl KnowledgeService {
                 "content",
                 "the document has no indexable text",
             ));
-        }
-        if chunks.len() > self.config.max_chunks {
-            return Err(Error::TooLarge {
-                size: prep.content.len(),
-                limit: self.config.max_document_bytes,
-            });
         }
         let texts: Vec<&str> = chunks.iter().map(|c| c.index_text.as_str()).collect();
         let vectors = self.embed_all(&texts)?;

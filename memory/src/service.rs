@@ -91,6 +91,12 @@ pub enum Outcome {
     Harmful,
 }
 
+/// Fields of one write the gate's second opinion embeds at most (each its first
+/// `registry_detect::vector::VECTOR_TOKENS` tokens): the model's work per write is bounded
+/// whatever the request holds (64-item lists of 512 bytes would otherwise be 192 model
+/// inputs).
+pub const MAX_SECOND_OPINION_FIELDS: usize = 4;
+
 /// Longest `task` a feedback names.
 pub const MAX_FEEDBACK_TASK_BYTES: usize = 256;
 
@@ -396,7 +402,8 @@ impl MemoryService {
     /// Writes several candidates in order, each through the whole gate (a later one can merge
     /// into an earlier one), with one embedding call for all of them. Each answer stands on its
     /// own: a rejected item does not stop the others. With `idempotency_key`, item `i` uses
-    /// `<key>:<i>`.
+    /// `<key>:<i>`. Past the request's deadline the remaining items fail with
+    /// `DeadlineExceeded` and are not committed.
     pub fn write_batch(
         &self,
         p: &Principal,
@@ -421,10 +428,13 @@ impl MemoryService {
                 vectors[i] = Some(v);
             }
         }
+        // An item not committed by the deadline is not committed: each asks before its work
+        // and again before its commit (`write_with`), even after earlier items committed.
         reqs.iter()
             .zip(vectors)
             .enumerate()
             .map(|(i, (r, pre))| {
+                registry_core::deadline::check_step()?;
                 let key = idempotency_key.map(|k| format!("{k}:{i}"));
                 self.write_with(p, r, key.as_deref(), now, pre)
             })
@@ -511,6 +521,7 @@ impl MemoryService {
                 response: serde_json::to_value(&outcome).map_err(be)?,
             });
         }
+        registry_core::deadline::check_step()?;
         match self.store.commit(ops) {
             Ok(_) => {}
             Err(CoreError::Conflict(_)) if idem.is_some() => {
@@ -527,15 +538,25 @@ impl MemoryService {
     }
 
     /// The second opinion's vector of each field it judges, in the order of `fields` (one
-    /// batch; a few milliseconds per write): fields of a few words (names, tags, ids) are left
-    /// to the classifier and cost nothing; without the gate's model, none.
+    /// batch; a few milliseconds per field): only fields the cheap layers are unsure of
+    /// (`registry_detect::wants_second_opinion`), at most [`MAX_SECOND_OPINION_FIELDS`] of
+    /// them, the highest-scoring first; the others are judged by the rules and the classifier
+    /// alone, as fields of a few words (names, tags, ids) are. Without the gate's model, none.
     fn gate_vectors(&self, fields: &[(&str, &str)]) -> Result<Vec<Option<Vec<f32>>>> {
         let Some(e) = &self.gate_embedder else {
             return Ok(vec![]);
         };
-        let read: Vec<usize> = (0..fields.len())
-            .filter(|i| registry_detect::vector::reads(fields[*i].1))
-            .collect();
+        let mut unsure: Vec<(usize, f32)> = Vec::new();
+        for (i, (_, text)) in fields.iter().enumerate() {
+            registry_core::deadline::check()?;
+            if let Some(score) = registry_detect::wants_second_opinion(text) {
+                unsure.push((i, score));
+            }
+        }
+        unsure.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        unsure.truncate(MAX_SECOND_OPINION_FIELDS);
+        let mut read: Vec<usize> = unsure.into_iter().map(|(i, _)| i).collect();
+        read.sort_unstable();
         let texts: Vec<&str> = read.iter().map(|i| fields[*i].1).collect();
         let mut got = registry_detect::vector::gate_vectors(e.as_ref(), &texts)?
             .unwrap_or_default()

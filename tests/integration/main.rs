@@ -7,6 +7,7 @@ mod cluster;
 mod common;
 mod context;
 mod contract;
+mod cost;
 mod deletion;
 mod foundation;
 mod governance;

@@ -13,10 +13,14 @@
 //!   the work stops at its next check or commit, and nothing is written).
 //!
 //! Work run without a deadline (jobs, the CLI, tests) is never cancelled.
+//!
+//! A deadline may also watch a [`Shutdown`]: once the server that created it stops taking
+//! requests, uncommitted work stops at its next check, as if its deadline had passed, so a
+//! long ingest never holds the process past a SIGTERM.
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::error::{CoreError, CoreResult};
@@ -30,6 +34,26 @@ const CANCELLED: u8 = 2;
 pub struct Deadline {
     at: Instant,
     state: Arc<AtomicU8>,
+    shutdown: Option<Shutdown>,
+}
+
+/// Set once, when a server begins to shut down; the deadlines it created watch it.
+#[derive(Debug, Clone, Default)]
+pub struct Shutdown(Arc<AtomicBool>);
+
+impl Shutdown {
+    pub fn new() -> Shutdown {
+        Shutdown::default()
+    }
+
+    /// From now on, uncommitted work under a deadline watching this stops at its next check.
+    pub fn begin(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    pub fn begun(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 thread_local! {
@@ -41,7 +65,18 @@ impl Deadline {
         Deadline {
             at,
             state: Arc::new(AtomicU8::new(RUNNING)),
+            shutdown: None,
         }
+    }
+
+    /// The same deadline, also reached when `shutdown` begins.
+    pub fn with_shutdown(mut self, shutdown: &Shutdown) -> Deadline {
+        self.shutdown = Some(shutdown.clone());
+        self
+    }
+
+    fn passed(&self) -> bool {
+        Instant::now() >= self.at || self.shutdown.as_ref().is_some_and(Shutdown::begun)
     }
 
     pub fn after(d: Duration) -> Deadline {
@@ -96,7 +131,7 @@ impl Deadline {
         match self.state.load(Ordering::Acquire) {
             COMMITTED => Ok(()),
             CANCELLED => Err(self.expired_error()),
-            _ if Instant::now() >= self.at => {
+            _ if self.passed() => {
                 // Past the deadline and not committed: cancel, so the waiter answers the timeout.
                 self.cancel();
                 if self.committed() {
@@ -126,6 +161,22 @@ impl Deadline {
 /// its waiter gave up) and it has committed nothing yet. Without a deadline: always `Ok`.
 pub fn check() -> CoreResult<()> {
     CURRENT.with(|c| c.borrow().as_ref().map_or(Ok(()), Deadline::check_now))
+}
+
+/// For work that commits in independent steps (the items of a batch): fails when the current
+/// deadline has passed, the waiter gave up or the server is shutting down, even after an
+/// earlier step committed. A step asks this before its own commit, so nothing is committed
+/// after the deadline; the waiter, which waits for committed work, gets the steps' answers.
+pub fn check_step() -> CoreResult<()> {
+    CURRENT.with(|c| {
+        c.borrow().as_ref().map_or(Ok(()), |d| {
+            if d.passed() || d.state.load(Ordering::Acquire) == CANCELLED {
+                Err(d.expired_error())
+            } else {
+                Ok(())
+            }
+        })
+    })
 }
 
 /// Called by a store before its first write: from here on the work is committed and runs to
@@ -160,7 +211,18 @@ mod tests {
         assert!(waiter_gave_up.cancel());
         assert!(waiter_gave_up.run(check).is_err());
         assert!(waiter_gave_up.run(begin_commit).is_err());
+        // A shutdown reaches uncommitted work only.
+        let stop = Shutdown::new();
+        let running = Deadline::after(Duration::from_secs(60)).with_shutdown(&stop);
+        let committed = Deadline::after(Duration::from_secs(60)).with_shutdown(&stop);
+        assert!(committed.run(begin_commit).is_ok());
+        assert!(running.run(check).is_ok());
+        stop.begin();
+        assert!(running.run(check).is_err() && running.run(begin_commit).is_err());
+        assert!(committed.run(check).is_ok());
+        // A batch's later step does not commit past the deadline, even after an earlier one did.
+        assert!(committed.run(check_step).is_err());
         // Outside any deadline nothing is ever cancelled.
-        assert!(begin_commit().is_ok() && check().is_ok());
+        assert!(begin_commit().is_ok() && check().is_ok() && check_step().is_ok());
     }
 }

@@ -11,8 +11,9 @@ pub mod vector;
 
 pub use classifier::{MODEL, Model};
 pub use detector::{
-    Analysis, Detection, RuleOutcome, Verdict, analyse, analyse_with, decide, decide_at,
-    detect_instruction, detect_instruction_with, detect_stacked, detect_with, score,
+    Analysis, Detection, RuleOutcome, SURE_BELOW, Verdict, analyse, analyse_with, decide,
+    decide_at, detect_instruction, detect_instruction_with, detect_stacked, detect_with, score,
+    unsure, wants_second_opinion,
 };
 pub use normalize::{MAX_SCAN_BYTES, Normalized, normalize};
 pub use rules::Signal;

@@ -29,7 +29,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::SystemTime;
 
 use fastembed::{
@@ -216,13 +216,19 @@ pub struct OnnxEmbedder {
     batch_size: usize,
     /// Same vocabulary as the sessions' tokenizer, with truncation and padding off.
     counter: Tokenizer,
-    sessions: Vec<Mutex<TextEmbedding>>,
+    /// Taken per slice of [`FAIR_SLICE`] texts and handed on fairly (see [`Self::run_spread`]).
+    sessions: Vec<parking_lot::Mutex<TextEmbedding>>,
     next: AtomicUsize,
     /// Vectors of recent search queries: agents ask the same thing again (a context pack per
     /// turn, a retriever per step), and a query's vector is most of a small search's cost.
     /// Bounded ([`EmbedderConfig::query_cache`]; `None` when 0); process memory only.
     queries: Option<Mutex<lru::LruCache<String, Vec<f32>>>>,
 }
+
+/// Texts one caller runs on a session before handing it to the next waiting caller: small
+/// enough that a short call waits little behind a long one (8 chunks of 256 tokens are about
+/// 0.1 s of two cores), large enough to keep the model's batches efficient.
+pub const FAIR_SLICE: usize = 8;
 
 /// Query vectors [`OnnxEmbedder`] keeps by default (about 1.5 KiB each at 384 dimensions).
 pub const QUERY_CACHE_ENTRIES: usize = 4096;
@@ -325,7 +331,7 @@ impl OnnxEmbedder {
                     message: e.to_string(),
                 })?;
             check_session_tokenizer(&session.tokenizer, config.max_length)?;
-            sessions.push(Mutex::new(session));
+            sessions.push(parking_lot::Mutex::new(session));
         }
 
         Ok(OnnxEmbedder {
@@ -534,11 +540,22 @@ impl OnnxEmbedder {
     /// into one contiguous share per session and the shares run at once, each on a session of its
     /// own (a batch of chunks uses every core; a single text takes one session and leaves the
     /// others to concurrent callers). Vectors come back in the order of `texts`.
+    ///
+    /// A session is held for [`FAIR_SLICE`] texts at a time and then handed to the caller that
+    /// waited longest (`unlock_fair`), so one caller's long call (a document's chunks, a write
+    /// with many fields) delays another's short one by one slice, never by the whole call.
     fn run_spread(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let run = |part: &[&str]| -> Result<Vec<Vec<f32>>> {
-            self.session()
-                .embed(part, Some(self.batch_size))
-                .map_err(|e| EmbedError::Inference(e.to_string()))
+            let mut out = Vec::with_capacity(part.len());
+            for slice in part.chunks(FAIR_SLICE) {
+                let mut session = self.session();
+                let vectors = session
+                    .embed(slice, Some(self.batch_size))
+                    .map_err(|e| EmbedError::Inference(e.to_string()))?;
+                parking_lot::MutexGuard::unlock_fair(session);
+                out.extend(vectors);
+            }
+            Ok(out)
         };
         let parts = self.sessions.len().min(texts.len());
         if parts <= 1 {
@@ -561,19 +578,18 @@ impl OnnxEmbedder {
     /// The first free session, in order: an idle embedder keeps using the same one, whose
     /// weights stay in the CPU's caches (with two sessions taken in turn, one memory-bench run
     /// embedded its queries about 1 ms slower). When every session is busy, callers queue on
-    /// them in turn.
-    fn session(&self) -> MutexGuard<'_, TextEmbedding> {
+    /// them in turn, first come first served.
+    fn session(&self) -> parking_lot::MutexGuard<'_, TextEmbedding> {
         let n = self.sessions.len();
         for s in &self.sessions {
-            if let Ok(guard) = s.try_lock() {
+            if let Some(guard) = s.try_lock() {
                 return guard;
             }
         }
         let first = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        // A panic mid-embed leaves no partial state in a session worth refusing.
-        self.sessions[first]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        // parking_lot's lock is not poisoned: a panic mid-embed leaves no partial state in a
+        // session worth refusing.
+        self.sessions[first].lock()
     }
 }
 

@@ -104,7 +104,8 @@ pub async fn serve(state: AppState, listener: tokio::net::TcpListener) -> std::i
     serve_until(state, listener, shutdown_signal()).await
 }
 
-/// Serves until `shutdown` completes, then drains in-flight requests.
+/// Serves until `shutdown` completes, then drains in-flight requests: those that have
+/// committed finish, the others stop at their next deadline check.
 pub async fn serve_until(
     state: AppState,
     listener: tokio::net::TcpListener,
@@ -113,11 +114,15 @@ pub async fn serve_until(
     let token = tokio_util::sync::CancellationToken::new();
     let cancel = token.clone();
     let st = state.clone();
+    let stop = state.shutdown.clone();
     // The peer address reaches the handlers (the console throttles failed sign-ins by it).
     let app = app_with(state, token).into_make_service_with_connect_info::<std::net::SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
+            // Work that has not committed stops at its next deadline check (its request
+            // answers 408), so the drain below waits for commits only, never for a long ingest.
+            stop.begin();
             cancel.cancel();
         })
         .await;

@@ -39,6 +39,9 @@ fn run() -> anyhow::Result<i32> {
                 registry_server::serve(state, listener).await?;
                 anyhow::Ok(())
             })?;
+            // Requests stopped at their next deadline check; a scheduled job still running
+            // (each commits its steps atomically) is not waited for past this.
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
             Ok(0)
         }
         Command::Jobs(JobsCommand::Run { name }) => {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use registry_core::deadline::Deadline;
+use registry_core::deadline::{Deadline, Shutdown};
 use registry_core::principal::Principal;
 use registry_core::retrieval::{Embedder, VectorIndex};
 use registry_core::store::{BlobStore, Store};
@@ -33,6 +33,9 @@ pub struct Inner {
     pub services: Services,
     /// Open MCP sessions per key.
     pub mcp_sessions: crate::mcp::SessionLimits,
+    /// Begun when the server stops taking requests ([`crate::serve_until`]): every request's
+    /// deadline watches it, so uncommitted blocking work stops at its next check.
+    pub shutdown: Shutdown,
 }
 
 impl std::ops::Deref for AppState {
@@ -453,6 +456,7 @@ impl AppState {
         }
         Ok(AppState(Arc::new(Inner {
             mcp_sessions: crate::mcp::SessionLimits::new(config.mcp_max_sessions_per_key),
+            shutdown: Shutdown::new(),
             _follower: follower,
             _flusher: Flusher::spawn(services.clone()),
             config,
@@ -464,7 +468,7 @@ impl AppState {
     /// request's deadline: when it passes first, the answer is 408 `REQUEST_TIMEOUT` and the
     /// work is cancelled before it commits anything; once the work has committed, the answer
     /// waits for its real outcome. Dropping the returned future (a client gone) cancels it
-    /// alike.
+    /// alike, and so does the server's shutdown.
     pub async fn blocking<T, F>(&self, f: F) -> ApiResult<T>
     where
         T: Send + 'static,
@@ -475,7 +479,7 @@ impl AppState {
             || Instant::now() + Duration::from_secs(self.config.request_timeout_secs),
             |c| c.deadline,
         );
-        let deadline = Deadline::at(at);
+        let deadline = Deadline::at(at).with_shutdown(&self.shutdown);
         let guard = CancelOnDrop(Some(deadline.clone()));
         let me = self.clone();
         let d = deadline.clone();

@@ -737,8 +737,10 @@ fn evaluate(
         let a = analyse_with(&e.text, set);
         let mut s = registry_detect::score(&a, model);
         let (mut t, mut v) = (model.threshold, model.veto);
+        // As the gate decides: the second opinion only where the cheap layers are unsure.
         if let (Some((m, _, _)), Some(vecs)) = (second, &vecs)
             && vector::reads(&e.text)
+            && registry_detect::unsure(&a, s)
         {
             s = m
                 .score(s, &vecs[i])
