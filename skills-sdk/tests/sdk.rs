@@ -1103,3 +1103,6 @@ mod frontmatter_attacks {
         assert_eq!(rules, ["manifest.too_large"]);
     }
 }
+
+#[path = "scan/mod.rs"]
+mod scan;

@@ -8,7 +8,7 @@ use regex::Regex;
 use registry_detect::{Signal, Verdict};
 
 use super::FindingSeverity::{Fail, Warn};
-use super::files::{Line, Sink};
+use super::files::{Line, Place, Sink};
 
 fn re(s: &str) -> Regex {
     Regex::new(s).unwrap_or_else(|e| panic!("scan rule regex {s:?}: {e}"))
@@ -118,8 +118,11 @@ pub(crate) fn line_rules(l: &Line<'_>, sink: &mut Sink<'_>) {
     if t.trim().is_empty() {
         return;
     }
+    // Code says what it does through the script rules; in code only the settings and memory
+    // texts an instruction can hide in (auto-approval, permanent rules) are read here.
+    let prose = l.place != Place::Code;
     // Exfiltration: a send with a secret and a destination, or covert sending of personal data.
-    if SEND.is_match(t) && DESTINATION.is_match(t) {
+    if prose && SEND.is_match(t) && DESTINATION.is_match(t) {
         if SECRET_OBJECT.is_match(t) {
             sink.hit(
                 "instr.exfiltrate",
@@ -136,7 +139,7 @@ pub(crate) fn line_rules(l: &Line<'_>, sink: &mut Sink<'_>) {
             );
         }
     }
-    if BCC.is_match(t) && EMAIL.is_match(t) && BCC_ALWAYS.is_match(t) {
+    if prose && BCC.is_match(t) && EMAIL.is_match(t) && BCC_ALWAYS.is_match(t) {
         sink.hit(
             "instr.exfiltrate",
             Fail,
@@ -144,7 +147,7 @@ pub(crate) fn line_rules(l: &Line<'_>, sink: &mut Sink<'_>) {
             "adds a hidden recipient (BCC) to the user's messages",
         );
     }
-    if CONCEAL.is_match(t) {
+    if prose && CONCEAL.is_match(t) {
         sink.hit(
             "instr.conceal",
             Warn,
@@ -159,7 +162,7 @@ pub(crate) fn line_rules(l: &Line<'_>, sink: &mut Sink<'_>) {
             l,
             "turns off tool permission prompts or approves every tool",
         );
-    } else if SKIP_CONFIRM.is_match(t) {
+    } else if prose && SKIP_CONFIRM.is_match(t) {
         sink.hit(
             "instr.skip_confirm",
             Warn,
@@ -191,7 +194,7 @@ pub(crate) fn line_rules(l: &Line<'_>, sink: &mut Sink<'_>) {
             );
         }
     }
-    if OTHER_SKILLS.is_match(t) {
+    if prose && OTHER_SKILLS.is_match(t) {
         sink.hit(
             "instr.other_skills",
             Fail,
