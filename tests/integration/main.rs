@@ -15,4 +15,5 @@ mod memory;
 mod retrieval;
 mod security;
 mod skills;
+mod skills_scan;
 mod ui;

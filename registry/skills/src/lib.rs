@@ -9,7 +9,8 @@ pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
-    ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, SkillsService,
+    ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
+    ScanOverrideRequest, SkillsService,
     TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest,
 };
 pub use views::{DiscoverList, InstructionsView, SelectView, VersionSummary, VersionView};
