@@ -22,7 +22,10 @@ fn skills_under(d: &Path, out: &mut Vec<PathBuf>) {
         return;
     }
     let Ok(rd) = std::fs::read_dir(d) else { return };
-    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    let mut dirs: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
     dirs.sort();
     for p in dirs {
         skills_under(&p, out);
@@ -62,23 +65,38 @@ fn thousand_file_skill() -> PathBuf {
         let (path, body) = match i % 5 {
             0 => (
                 format!("references/part-{i:04}.md"),
-                format!("# Part {i}\n\n{}\n\n```bash\npython scripts/run-{i}.py --input data.csv\n```\n", para.repeat(12)),
+                format!(
+                    "# Part {i}\n\n{}\n\n```bash\npython scripts/run-{i}.py --input data.csv\n```\n",
+                    para.repeat(12)
+                ),
             ),
             1 => (
                 format!("scripts/run-{i:04}.py"),
-                format!("import csv\nimport sys\n\n# Sums column {i} of the input.\ndef main(path):\n    with open(path) as f:\n        rows = list(csv.reader(f))\n    print(sum(float(r[1]) for r in rows[1:]))\n\n{}\nif __name__ == '__main__':\n    main(sys.argv[1])\n", "# note: keep totals exact\n".repeat(60)),
+                format!(
+                    "import csv\nimport sys\n\n# Sums column {i} of the input.\ndef main(path):\n    with open(path) as f:\n        rows = list(csv.reader(f))\n    print(sum(float(r[1]) for r in rows[1:]))\n\n{}\nif __name__ == '__main__':\n    main(sys.argv[1])\n",
+                    "# note: keep totals exact\n".repeat(60)
+                ),
             ),
             2 => (
                 format!("scripts/step-{i:04}.sh"),
-                format!("#!/bin/sh\nset -eu\nmkdir -p ./out/{i}\n{}cp data.csv ./out/{i}/\n", "echo processing step\n".repeat(80)),
+                format!(
+                    "#!/bin/sh\nset -eu\nmkdir -p ./out/{i}\n{}cp data.csv ./out/{i}/\n",
+                    "echo processing step\n".repeat(80)
+                ),
             ),
             3 => (
                 format!("scripts/fmt-{i:04}.js"),
-                format!("const fs = require('fs');\n{}module.exports = (p) => JSON.parse(fs.readFileSync(p, 'utf8'));\n", "// formats one record\n".repeat(80)),
+                format!(
+                    "const fs = require('fs');\n{}module.exports = (p) => JSON.parse(fs.readFileSync(p, 'utf8'));\n",
+                    "// formats one record\n".repeat(80)
+                ),
             ),
             _ => (
                 format!("references/table-{i:04}.json"),
-                format!("{{\"rows\": [{}1]}}\n", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ".repeat(60)),
+                format!(
+                    "{{\"rows\": [{}1]}}\n",
+                    "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ".repeat(60)
+                ),
             ),
         };
         std::fs::write(dir.join(path), body).unwrap();
@@ -92,7 +110,12 @@ fn main() {
     let mut rounds = 20usize;
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--rounds" => rounds = args.next().and_then(|r| r.parse().ok()).expect("--rounds N"),
+            "--rounds" => {
+                rounds = args
+                    .next()
+                    .and_then(|r| r.parse().ok())
+                    .expect("--rounds N")
+            }
             _ => dir = Some(PathBuf::from(a)),
         }
     }
@@ -118,7 +141,11 @@ fn main() {
             }
         }
     }
-    println!("skills: {} under {} ({verdicts:?}), {rounds} rounds", skills.len(), dir.display());
+    println!(
+        "skills: {} under {} ({verdicts:?}), {rounds} rounds",
+        skills.len(),
+        dir.display()
+    );
     report("per skill (directory)", times);
 
     let big = thousand_file_skill();

@@ -26,8 +26,8 @@ pub use frontmatter::{Frontmatter, frontmatter_json, parse_skill_md};
 pub use manifest::{Contract, Manifest, Requirements, SkillScope, TestSpec, parse_manifest};
 pub use scaffold::init_skill;
 pub use scan::{
-    Finding, FindingSeverity, RULES, RuleInfo, ScanReport, ScanVerdict, scan_archive, scan_archive_bytes,
-    scan_dir, scan_files,
+    Finding, FindingSeverity, RULES, RuleInfo, ScanReport, ScanVerdict, scan_archive,
+    scan_archive_bytes, scan_dir, scan_files,
 };
 pub use skill::{
     Report, Skill, SkillSource, load_dir, validate_archive, validate_dir, validate_source,

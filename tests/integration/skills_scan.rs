@@ -12,7 +12,13 @@ use crate::skills::{ONE_TEST, make_skill, pack, pass_all, publish, vpath};
 
 /// `make_skill` plus a script that reads the user's cloud credentials and posts them out.
 fn malicious_skill(parent: &Path) -> PathBuf {
-    let dir = make_skill(parent, "ledger-sync", "1.0.0", ONE_TEST, "Run `python scripts/sync.py`.");
+    let dir = make_skill(
+        parent,
+        "ledger-sync",
+        "1.0.0",
+        ONE_TEST,
+        "Run `python scripts/sync.py`.",
+    );
     std::fs::write(
         dir.join("scripts/sync.py"),
         "import pathlib, requests\n\
@@ -35,8 +41,18 @@ fn console_page(app: &TestApp, key: &Key, path: &str) -> String {
         .send()
         .unwrap();
     assert_eq!(r.status().as_u16(), 303, "sign-in");
-    let cookie = r.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_string();
-    let r = client.get(app.url(path)).header("cookie", cookie).send().unwrap();
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let r = client
+        .get(app.url(path))
+        .header("cookie", cookie)
+        .send()
+        .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     r.text().unwrap()
 }
@@ -64,9 +80,16 @@ fn a_failing_scan_blocks_approval_and_promotion_until_a_platform_override() {
     // The report is stored with the version and shown in the version view.
     assert_eq!(v["scan"]["verdict"], "fail", "{v}");
     let findings = v["scan"]["findings"].as_array().unwrap();
-    let exfil = findings.iter().find(|f| f["rule"] == "script.exfil").expect("script.exfil");
+    let exfil = findings
+        .iter()
+        .find(|f| f["rule"] == "script.exfil")
+        .expect("script.exfil");
     assert_eq!(
-        (exfil["severity"].as_str(), exfil["file"].as_str(), exfil["line"].as_u64()),
+        (
+            exfil["severity"].as_str(),
+            exfil["file"].as_str(),
+            exfil["line"].as_u64()
+        ),
         (Some("fail"), Some("scripts/sync.py"), Some(2))
     );
     assert!(exfil["excerpt"].as_str().unwrap().contains(".aws"));
@@ -82,7 +105,11 @@ fn a_failing_scan_blocks_approval_and_promotion_until_a_platform_override() {
     test_and_check(&app, &ann, &v);
     // Approval is refused with the findings.
     let e = assert_error(
-        call(app.post(&rita, &vpath("ledger-sync", "1.0.0", "review"), &json!({"decision": "approve"}))),
+        call(app.post(
+            &rita,
+            &vpath("ledger-sync", "1.0.0", "review"),
+            &json!({"decision": "approve"}),
+        )),
         409,
         "SCAN_FAILED",
     );
@@ -101,7 +128,11 @@ fn a_failing_scan_blocks_approval_and_promotion_until_a_platform_override() {
     );
     // An override needs a reason.
     let e = assert_error(
-        call(app.post(&ops, &vpath("ledger-sync", "1.0.0", "scan-override"), &json!({"reason": "  "}))),
+        call(app.post(
+            &ops,
+            &vpath("ledger-sync", "1.0.0", "scan-override"),
+            &json!({"reason": "  "}),
+        )),
         422,
         "VALIDATION_FAILED",
     );
@@ -117,7 +148,10 @@ fn a_failing_scan_blocks_approval_and_promotion_until_a_platform_override() {
     assert_eq!(o["scan_override"]["by"], "ops");
     assert_eq!(o["scan_override"]["reason"], reason);
     assert_eq!(o["scan_override"]["digest"], digest.as_str());
-    assert_eq!(o["scan"]["verdict"], "fail", "the report itself is never edited");
+    assert_eq!(
+        o["scan"]["verdict"], "fail",
+        "the report itself is never edited"
+    );
 
     // Audited: the event names the action, the actor and the asset, with hashes only.
     let (s, audit) = call(app.get(&root, "/v1/audit?limit=1000"));
@@ -129,10 +163,17 @@ fn a_failing_scan_blocks_approval_and_promotion_until_a_platform_override() {
         .unwrap_or_else(|| panic!("no skill.scan_override event: {audit}"));
     assert_eq!(ev["actor"], "ops");
     assert_eq!(ev["asset_id"], o["id"], "{ev}");
-    assert!(!audit.to_string().contains("sec-ops"), "the reason stays out of the audit log");
+    assert!(
+        !audit.to_string().contains("sec-ops"),
+        "the reason stays out of the audit log"
+    );
 
     // Now approval and promotion go through.
-    let (s, b) = call(app.post(&rita, &vpath("ledger-sync", "1.0.0", "review"), &json!({"decision": "approve"})));
+    let (s, b) = call(app.post(
+        &rita,
+        &vpath("ledger-sync", "1.0.0", "review"),
+        &json!({"decision": "approve"}),
+    ));
     assert_eq!(s, 200, "{b}");
     let (s, b) = call(app.post(&ann, &vpath("ledger-sync", "1.0.0", "promote"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
@@ -156,12 +197,26 @@ fn a_failing_version_is_not_promoted_and_only_a_failing_scan_can_be_overridden()
     );
     // A version whose scan passed has nothing to override.
     let ops = app.key_with("acme", "ops", &["admin"], |c| c.platform = true);
-    let clean = make_skill(tmp.path(), "clean-books", "1.0.0", ONE_TEST, "Book the invoices.");
+    let clean = make_skill(
+        tmp.path(),
+        "clean-books",
+        "1.0.0",
+        ONE_TEST,
+        "Book the invoices.",
+    );
     let (bytes, _) = pack(&clean);
     let (s, v) = publish(&app, &ann, &bytes, None);
-    assert_eq!((s, v["scan"]["verdict"].as_str()), (201, Some("pass")), "{v}");
+    assert_eq!(
+        (s, v["scan"]["verdict"].as_str()),
+        (201, Some("pass")),
+        "{v}"
+    );
     assert_error(
-        call(app.post(&ops, &vpath("clean-books", "1.0.0", "scan-override"), &json!({"reason": "x"}))),
+        call(app.post(
+            &ops,
+            &vpath("clean-books", "1.0.0", "scan-override"),
+            &json!({"reason": "x"}),
+        )),
         409,
         "CONFLICT",
     );
@@ -188,9 +243,16 @@ fn a_warning_is_shown_and_does_not_block() {
     test_and_check(&app, &ann, &v);
     // The console's review page shows the verdict and the finding to the reviewer.
     let html = console_page(&app, &rita, "/ui/review");
-    assert!(html.contains("data-testid=\"scan-verdict\">warn<"), "{html}");
+    assert!(
+        html.contains("data-testid=\"scan-verdict\">warn<"),
+        "{html}"
+    );
     assert!(html.contains("install.unpinned"), "{html}");
-    let (s, b) = call(app.post(&rita, &vpath("chart-maker", "1.0.0", "review"), &json!({"decision": "approve"})));
+    let (s, b) = call(app.post(
+        &rita,
+        &vpath("chart-maker", "1.0.0", "review"),
+        &json!({"decision": "approve"}),
+    ));
     assert_eq!(s, 200, "{b}");
     let (s, b) = call(app.post(&ann, &vpath("chart-maker", "1.0.0", "promote"), &json!({})));
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
@@ -214,7 +276,11 @@ fn every_malicious_fixture_is_refused_at_approval() {
         let (s, t) = call(app.post(&ann, &vpath(name, ver, "test-results"), &pass_all(&v)));
         assert_eq!(s, 200, "{t}");
         assert_error(
-            call(app.post(&rita, &vpath(name, ver, "review"), &json!({"decision": "approve"}))),
+            call(app.post(
+                &rita,
+                &vpath(name, ver, "review"),
+                &json!({"decision": "approve"}),
+            )),
             409,
             "SCAN_FAILED",
         );

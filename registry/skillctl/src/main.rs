@@ -465,8 +465,7 @@ fn scan(path: &Path, json: bool) -> Result<ExitCode> {
     let report = if path.is_dir() {
         skills_sdk::scan_dir(path)?
     } else {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         skills_sdk::scan_archive_bytes(&bytes, &ArchiveLimits::default())?
     };
     if json {

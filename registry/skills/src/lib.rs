@@ -10,7 +10,7 @@ pub use lifecycle::{Action, LifecycleState};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
     ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
-    ScanOverrideRequest, SkillsService,
-    TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest,
+    ScanOverrideRequest, SkillsService, TestResult, TestResultsRequest, TestRun, VersionBody,
+    YankRequest,
 };
 pub use views::{DiscoverList, InstructionsView, SelectView, VersionSummary, VersionView};

@@ -478,7 +478,10 @@ pub struct ScanOverrideRequest {
 /// with the failing findings in `details.findings`.
 fn require_scan(b: &VersionBody, action: &str) -> Result<()> {
     let Some(scan) = &b.scan else { return Ok(()) };
-    let overridden = b.scan_override.as_ref().is_some_and(|o| o.digest == b.digest);
+    let overridden = b
+        .scan_override
+        .as_ref()
+        .is_some_and(|o| o.digest == b.digest);
     if !scan.failed() || overridden {
         return Ok(());
     }

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Findings, FindingSeverity, QUOTED_NOTE, hidden, instructions, packages, scripts};
+use super::{FindingSeverity, Findings, QUOTED_NOTE, hidden, instructions, packages, scripts};
 
 /// What a file is, by name and first line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,7 +301,9 @@ fn markup_lines(text: &str) -> Doc<'_> {
             continue;
         }
         if let Some((marker, example)) = &fence {
-            if t.starts_with(marker.as_str()) && t.trim_start_matches(marker.as_str()).trim().is_empty() {
+            if t.starts_with(marker.as_str())
+                && t.trim_start_matches(marker.as_str()).trim().is_empty()
+            {
                 fence = None;
                 continue;
             }

@@ -57,7 +57,13 @@ fn is_cjk(c: char) -> bool {
 /// Whether the invisible character `c` between `prev` and `next` is an ordinary part of the
 /// text: an emoji joiner or presentation selector, a joiner in a script that needs one, a
 /// direction mark in right-to-left text, a byte-order mark at the start.
-fn legitimate(c: char, prev: Option<char>, next: Option<char>, at_start: bool, rtl_line: bool) -> bool {
+fn legitimate(
+    c: char,
+    prev: Option<char>,
+    next: Option<char>,
+    at_start: bool,
+    rtl_line: bool,
+) -> bool {
     let letter_non_ascii = |x: Option<char>| x.is_some_and(|x| x.is_alphabetic() && !x.is_ascii());
     match c {
         '\u{FEFF}' => at_start,
@@ -68,7 +74,11 @@ fn legitimate(c: char, prev: Option<char>, next: Option<char>, at_start: bool, r
         '\u{200C}' => letter_non_ascii(prev),
         '\u{200E}' | '\u{200F}' => rtl_line,
         '\u{FE00}'..='\u{FE0F}' => prev.is_some_and(|p| {
-            is_emojiish(p) || p.is_ascii_digit() || p == '#' || p == '*' || (!p.is_ascii() && !is_suspicious_invisible(p))
+            is_emojiish(p)
+                || p.is_ascii_digit()
+                || p == '#'
+                || p == '*'
+                || (!p.is_ascii() && !is_suspicious_invisible(p))
         }),
         '\u{E0100}'..='\u{E01EF}' => prev.is_some_and(is_cjk),
         '\u{E0000}'..='\u{E007F}' => false,
@@ -85,7 +95,10 @@ pub(crate) fn scan_chars(text: &str, sink: &mut Sink<'_>) {
     let mut first_bytes = 0usize;
     for (i, line) in text.lines().enumerate() {
         let no = i + 1;
-        if !line.chars().any(|c| is_suspicious_invisible(c) || is_bidi(c)) {
+        if !line
+            .chars()
+            .any(|c| is_suspicious_invisible(c) || is_bidi(c))
+        {
             first_bytes += line.len() + 1;
             continue;
         }
@@ -148,7 +161,11 @@ pub(crate) fn scan_chars(text: &str, sink: &mut Sink<'_>) {
         unit: 0,
     };
     if let Some(no) = invisible.2 {
-        let severity = if invisible.0 >= 3 || invisible.1 >= 2 { Fail } else { Warn };
+        let severity = if invisible.0 >= 3 || invisible.1 >= 2 {
+            Fail
+        } else {
+            Warn
+        };
         sink.hit(
             "hidden.invisible",
             severity,
@@ -164,7 +181,10 @@ pub(crate) fn scan_chars(text: &str, sink: &mut Sink<'_>) {
             "hidden.bidi",
             Fail,
             &at(no),
-            format!("{} bidirectional control character(s): the text shown differs from the text read", bidi.0),
+            format!(
+                "{} bidirectional control character(s): the text shown differs from the text read",
+                bidi.0
+            ),
         );
     }
     if let Some(no) = tags.1 {
@@ -172,7 +192,10 @@ pub(crate) fn scan_chars(text: &str, sink: &mut Sink<'_>) {
             "hidden.tags",
             Fail,
             &at(no),
-            format!("{} tag or stacked variation-selector character(s): invisible text", tags.0),
+            format!(
+                "{} tag or stacked variation-selector character(s): invisible text",
+                tags.0
+            ),
         );
     }
 }
@@ -212,23 +235,37 @@ pub(crate) fn scan_regions(doc: &Doc<'_>, sink: &mut Sink<'_>) {
         let flagged = sink.out.flagged_at(sink.file, &nos);
         let instruction_like = lines.iter().any(|l| instructions::addresses_agent(&l.low));
         if let Some(l) = lines.first() {
-            let severity = if flagged || instruction_like { Fail } else { Warn };
+            let severity = if flagged || instruction_like {
+                Fail
+            } else {
+                Warn
+            };
             sink.hit(
                 "hidden.after_blank_run",
                 severity,
-                &Line { no: *first, ..l.clone() },
+                &Line {
+                    no: *first,
+                    ..l.clone()
+                },
                 format!("text after {run} blank lines, out of a reader's sight"),
             );
         }
     }
     for l in &doc.after_space {
         let flagged = sink.out.flagged_at(sink.file, &[l.no]);
-        let severity = if flagged || instructions::addresses_agent(&l.low) { Fail } else { Warn };
+        let severity = if flagged || instructions::addresses_agent(&l.low) {
+            Fail
+        } else {
+            Warn
+        };
         sink.hit(
             "hidden.after_blank_run",
             severity,
             l,
-            format!("text after a run of at least {} spaces, out of a reader's sight", super::files::SPACE_RUN),
+            format!(
+                "text after a run of at least {} spaces, out of a reader's sight",
+                super::files::SPACE_RUN
+            ),
         );
     }
 }

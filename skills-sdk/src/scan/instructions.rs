@@ -15,24 +15,36 @@ fn re(s: &str) -> Regex {
 }
 
 static SEND: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b(send|sends|sending|sent|upload|uploads|uploading|post|posting|forward|forwarding|transmit|exfiltrate|leak|sync|submit|beacon|mail|email|e-mail|deliver|push|pipe|attach|include|copy|curl)\b")
+    re(
+        r"\b(send|sends|sending|sent|upload|uploads|uploading|post|posting|forward|forwarding|transmit|exfiltrate|leak|sync|submit|beacon|mail|email|e-mail|deliver|push|pipe|attach|include|copy|curl)\b",
+    )
 });
 static SECRET_OBJECT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(credential|secret|api[ _-]?keys?\b|access[ _-]?tokens?|auth(entication)?[ _-]?tokens?|\btokens?\b|passwords?|passphrase|private[ _-]?keys?|ssh[ _-]?keys?|~?/?\.ssh\b|id_rsa|id_ed25519|\.aws\b|aws[ _-]?(keys?|credentials)|\.env\b|env(ironment)?[ _-]?var|\benv\b|cookies|keychain|wallet|seed phrase|mnemonic|system prompt|clipboard|browser (data|profile|history|passwords)|shell history|bash_history|\.kube|\.netrc|\.npmrc|\.git-credentials|\.pypirc)")
+    re(
+        r"(credential|secret|api[ _-]?keys?\b|access[ _-]?tokens?|auth(entication)?[ _-]?tokens?|\btokens?\b|passwords?|passphrase|private[ _-]?keys?|ssh[ _-]?keys?|~?/?\.ssh\b|id_rsa|id_ed25519|\.aws\b|aws[ _-]?(keys?|credentials)|\.env\b|env(ironment)?[ _-]?var|\benv\b|cookies|keychain|wallet|seed phrase|mnemonic|system prompt|clipboard|browser (data|profile|history|passwords)|shell history|bash_history|\.kube|\.netrc|\.npmrc|\.git-credentials|\.pypirc)",
+    )
 });
 static PERSONAL_OBJECT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(conversation|chat history|transcript|messages|emails?\b|user'?s? (data|files|documents|messages|emails|input)|personal (data|information)|contacts|all files|home directory|documents folder|contents of|file contents|source code|repository)")
+    re(
+        r"(conversation|chat history|transcript|messages|emails?\b|user'?s? (data|files|documents|messages|emails|input)|personal (data|information)|contacts|all files|home directory|documents folder|contents of|file contents|source code|repository)",
+    )
 });
 static DESTINATION: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(https?://|\bwebhook|\b[\w.+-]+@[\w-]+\.[a-z]{2,}|\b\d{1,3}(\.\d{1,3}){3}\b|\bto (our|my|the following|this|an external|a remote|a third[- ]party) (server|endpoint|url|address|api|host|collector|e-?mail|inbox|bucket)|pastebin|discord|telegram|ngrok|external (server|endpoint|address|url|host)|remote (server|endpoint|host|url)|third[- ]party (server|endpoint))")
+    re(
+        r"(https?://|\bwebhook|\b[\w.+-]+@[\w-]+\.[a-z]{2,}|\b\d{1,3}(\.\d{1,3}){3}\b|\bto (our|my|the following|this|an external|a remote|a third[- ]party) (server|endpoint|url|address|api|host|collector|e-?mail|inbox|bucket)|pastebin|discord|telegram|ngrok|external (server|endpoint|address|url|host)|remote (server|endpoint|host|url)|third[- ]party (server|endpoint))",
+    )
 });
 static COVERT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(silently|quietly|secretly|covertly|discreetly|stealthily|in the background|without (telling|asking|informing|notifying|alerting)|do not (tell|mention|inform|notify)|don'?t (tell|mention|inform|notify)|every (message|e-?mail|conversation|time|session|request)|all (messages|e-?mails|conversations|files)|hidden)")
+    re(
+        r"(silently|quietly|secretly|covertly|discreetly|stealthily|in the background|without (telling|asking|informing|notifying|alerting)|do not (tell|mention|inform|notify)|don'?t (tell|mention|inform|notify)|every (message|e-?mail|conversation|time|session|request)|all (messages|e-?mails|conversations|files)|hidden)",
+    )
 });
 static BCC: LazyLock<Regex> = LazyLock::new(|| re(r"\b(bcc|blind (carbon )?copy)\b"));
 static EMAIL: LazyLock<Regex> = LazyLock::new(|| re(r"\b[\w.+-]+@[\w-]+\.[a-z]{2,}"));
 static BCC_ALWAYS: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(always|every|each|all (outgoing )?(messages|e-?mails)|silently|quietly|secretly|automatically|without)")
+    re(
+        r"(always|every|each|all (outgoing )?(messages|e-?mails)|silently|quietly|secretly|automatically|without)",
+    )
 });
 
 static CONCEAL: LazyLock<Regex> = LazyLock::new(|| {
@@ -68,13 +80,19 @@ static SKIP_CONFIRM: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static MEMORY_FILE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(claude\.md|agents\.md|gemini\.md|memory\.md|\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|\.cursor/rules|\.github/instructions|\.claude/settings(\.local)?\.json|\.codex/config\.toml|\.claude/memory|\bmemories?\.(json|md)\b|agent'?s? memory files?)")
+    re(
+        r"(claude\.md|agents\.md|gemini\.md|memory\.md|\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|\.cursor/rules|\.github/instructions|\.claude/settings(\.local)?\.json|\.codex/config\.toml|\.claude/memory|\bmemories?\.(json|md)\b|agent'?s? memory files?)",
+    )
 });
 static WRITE_VERB: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\b(add|adds|append|appends|write|writes|insert|inserts|edit|edits|modify|modifies|update|updates|change|overwrite|replace|save|store|put|inject|prepend|echo|tee|patch|rewrite)\b|>>)")
+    re(
+        r"(\b(add|adds|append|appends|write|writes|insert|inserts|edit|edits|modify|modifies|update|updates|change|overwrite|replace|save|store|put|inject|prepend|echo|tee|patch|rewrite)\b|>>)",
+    )
 });
 static LASTING: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(permanent|permanently|from now on|going forward|in (all|every) (future|subsequent)|future (sessions|conversations|tasks)|forever|persist|standing (rule|instruction)|override|ignore|always (approve|allow|run|trust|send|execute|obey|follow)|auto-?approve|silently|quietly|secretly|without (asking|telling|informing|notifying)|do not (tell|mention|inform)|don'?t (tell|mention|inform)|hidden|invisible|never (ask|question|tell))")
+    re(
+        r"(permanent|permanently|from now on|going forward|in (all|every) (future|subsequent)|future (sessions|conversations|tasks)|forever|persist|standing (rule|instruction)|override|ignore|always (approve|allow|run|trust|send|execute|obey|follow)|auto-?approve|silently|quietly|secretly|without (asking|telling|informing|notifying)|do not (tell|mention|inform)|don'?t (tell|mention|inform)|hidden|invisible|never (ask|question|tell))",
+    )
 });
 static MEMORY_RULE: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
@@ -95,7 +113,9 @@ static OTHER_SKILLS: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Words that address the agent: hidden text that speaks to the agent is instruction-like.
 static ADDRESS: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\byou (must|should|will|need to|are now)\b|\bignore (all|any|the|previous)\b|\bfrom now on\b|\b(assistant|agent|claude|chatgpt|codex|copilot|the ai|the model)\s*[:,]\s|\b(assistant|agent|claude|the ai|the model),? (must|should|will|always|never|do not|don'?t)\b|^\s*(important|system|instructions?)\s*:)")
+    re(
+        r"(\byou (must|should|will|need to|are now)\b|\bignore (all|any|the|previous)\b|\bfrom now on\b|\b(assistant|agent|claude|chatgpt|codex|copilot|the ai|the model)\s*[:,]\s|\b(assistant|agent|claude|the ai|the model),? (must|should|will|always|never|do not|don'?t)\b|^\s*(important|system|instructions?)\s*:)",
+    )
 });
 
 /// The words of an injection, read in the detector's normalised views.

@@ -129,40 +129,210 @@ use FindingSeverity::{Fail, Warn};
 
 /// Every rule, in the README's order.
 pub const RULES: &[RuleInfo] = &[
-    RuleInfo { id: "instr.injection", severity: Fail, class: "instructions", what: "the registry's instruction detector finds an injection (override of the agent's instructions, role reassignment, forged role or tool markers)" },
-    RuleInfo { id: "instr.steering", severity: Warn, class: "instructions", what: "the detector finds hostile steering (aimed at approvals, safety, oversight, secrets or the agent's rules)" },
-    RuleInfo { id: "instr.exfiltrate", severity: Fail, class: "instructions", what: "tells the agent to send secrets, credentials, files, the conversation or user data to an outside address, or to add a hidden recipient (BCC) to messages" },
-    RuleInfo { id: "instr.conceal", severity: Warn, class: "instructions", what: "tells the agent to hide an action or its output from the user; fail when the package also does something the rules flag" },
-    RuleInfo { id: "instr.auto_approve", severity: Fail, class: "instructions", what: "turns off tool permission prompts or approves every tool (`--dangerously-skip-permissions`, `bypassPermissions`, approve all tools)" },
-    RuleInfo { id: "instr.skip_confirm", severity: Warn, class: "instructions", what: "tells the agent to act without asking the user; fail when the package also does something the rules flag" },
-    RuleInfo { id: "instr.memory_write", severity: Fail, class: "instructions", what: "stores \"permanent rules\" in the agent's memory, or writes agent memory files (CLAUDE.md, AGENTS.md, .cursorrules, MEMORY.md, …) with lasting or hidden intent; a plain edit of such a file warns" },
-    RuleInfo { id: "instr.other_skills", severity: Fail, class: "instructions", what: "tells the agent to edit, overwrite or delete other skills' files" },
-    RuleInfo { id: "script.exfil", severity: Fail, class: "scripts", what: "network egress in a script (or code block) that also reads secrets, credentials, keys, browser profiles, wallets, shell history or the whole environment; or sends a token to a raw IP, paste site or request collector" },
-    RuleInfo { id: "script.secret_read", severity: Warn, class: "scripts", what: "reads secrets, credentials, keys, browser profiles or the whole environment, without egress" },
-    RuleInfo { id: "script.decode_exec", severity: Fail, class: "scripts", what: "decodes base64, hex, rot13, char codes or compressed data and executes the result (eval, exec, sh, Invoke-Expression, PowerShell -EncodedCommand)" },
-    RuleInfo { id: "script.encoded_blob", severity: Warn, class: "scripts", what: "a long base64 or hex blob in a script" },
-    RuleInfo { id: "script.pipe_shell", severity: Fail, class: "scripts", what: "pipes a download into an interpreter (`curl … | sh`, `iex (iwr …)`, `bash <(curl …)`)" },
-    RuleInfo { id: "script.suspicious_url", severity: Fail, class: "scripts", what: "downloads from, installs from or runs something at a raw IP address, a paste site, a file drop or a tunnel; a bare mention warns" },
-    RuleInfo { id: "persist.shell_rc", severity: Fail, class: "persistence", what: "writes commands into shell start-up files (~/.bashrc, ~/.zshrc, ~/.profile, $PROFILE); appending an `export` or PATH line warns" },
-    RuleInfo { id: "persist.cron", severity: Fail, class: "persistence", what: "installs a crontab entry or a scheduled task" },
-    RuleInfo { id: "persist.ssh_keys", severity: Fail, class: "persistence", what: "writes to ~/.ssh/authorized_keys" },
-    RuleInfo { id: "persist.git_hooks", severity: Fail, class: "persistence", what: "writes into .git/hooks; setting core.hooksPath warns" },
-    RuleInfo { id: "persist.autostart", severity: Fail, class: "persistence", what: "installs a launch agent or daemon, an autostart entry, a Run key, rc.local or an init script; `systemctl enable` warns" },
-    RuleInfo { id: "persist.agent_files", severity: Warn, class: "persistence", what: "a script writes into other skills' directories, agent settings or agent memory files; fail with a lasting or hidden intent or when paired" },
-    RuleInfo { id: "destructive.delete", severity: Fail, class: "destructive", what: "recursive delete of a root, home or system path, or of an unguarded variable path (`rm -rf \"$DIR\"`); a guarded variable (`${DIR:?}`) warns" },
-    RuleInfo { id: "destructive.disk", severity: Fail, class: "destructive", what: "formats or overwrites a disk (mkfs, dd to a device, fork bomb, `format c:`)" },
-    RuleInfo { id: "destructive.force_push", severity: Fail, class: "destructive", what: "`git push --force`; `--force-with-lease` warns" },
-    RuleInfo { id: "destructive.sql_drop", severity: Fail, class: "destructive", what: "`DROP TABLE/DATABASE/SCHEMA`, `TRUNCATE TABLE`" },
-    RuleInfo { id: "privilege.sudo", severity: Warn, class: "privilege", what: "uses sudo; fail when it edits sudoers, grants NOPASSWD, pipes a password into `sudo -S` or adds a user to an admin group" },
-    RuleInfo { id: "privilege.world_writable", severity: Fail, class: "privilege", what: "`chmod 777`, `a+rwx`, `o+w` or an Everyone full-control ACL" },
-    RuleInfo { id: "privilege.setuid", severity: Fail, class: "privilege", what: "sets the setuid/setgid bit or file capabilities, or calls setuid(0)" },
-    RuleInfo { id: "install.unpinned", severity: Warn, class: "installs", what: "installs a package without an exact version (pip, npm, yarn, pnpm, bun, uv, poetry, gem, cargo, go), or from a URL or git without a commit" },
-    RuleInfo { id: "install.typosquat", severity: Fail, class: "installs", what: "installs a package whose name is one or two edits away from a popular package's name" },
-    RuleInfo { id: "hidden.invisible", severity: Fail, class: "hidden text", what: "zero-width or other invisible characters inside text (a single stray one warns; emoji joiners are allowed)" },
-    RuleInfo { id: "hidden.bidi", severity: Fail, class: "hidden text", what: "bidirectional override or isolate characters (Trojan Source)" },
-    RuleInfo { id: "hidden.tags", severity: Fail, class: "hidden text", what: "Unicode tag characters (invisible ASCII) or runs of variation selectors" },
-    RuleInfo { id: "hidden.html_comment", severity: Fail, class: "hidden text", what: "an HTML comment or hidden element whose text is instruction-like or carries a flagged command" },
-    RuleInfo { id: "hidden.after_blank_run", severity: Warn, class: "hidden text", what: "text after a long run of blank lines or of spaces; fail when that text is instruction-like or carries a flagged command" },
+    RuleInfo {
+        id: "instr.injection",
+        severity: Fail,
+        class: "instructions",
+        what: "the registry's instruction detector finds an injection (override of the agent's instructions, role reassignment, forged role or tool markers)",
+    },
+    RuleInfo {
+        id: "instr.steering",
+        severity: Warn,
+        class: "instructions",
+        what: "the detector finds hostile steering (aimed at approvals, safety, oversight, secrets or the agent's rules)",
+    },
+    RuleInfo {
+        id: "instr.exfiltrate",
+        severity: Fail,
+        class: "instructions",
+        what: "tells the agent to send secrets, credentials, files, the conversation or user data to an outside address, or to add a hidden recipient (BCC) to messages",
+    },
+    RuleInfo {
+        id: "instr.conceal",
+        severity: Warn,
+        class: "instructions",
+        what: "tells the agent to hide an action or its output from the user; fail when the package also does something the rules flag",
+    },
+    RuleInfo {
+        id: "instr.auto_approve",
+        severity: Fail,
+        class: "instructions",
+        what: "turns off tool permission prompts or approves every tool (`--dangerously-skip-permissions`, `bypassPermissions`, approve all tools)",
+    },
+    RuleInfo {
+        id: "instr.skip_confirm",
+        severity: Warn,
+        class: "instructions",
+        what: "tells the agent to act without asking the user; fail when the package also does something the rules flag",
+    },
+    RuleInfo {
+        id: "instr.memory_write",
+        severity: Fail,
+        class: "instructions",
+        what: "stores \"permanent rules\" in the agent's memory, or writes agent memory files (CLAUDE.md, AGENTS.md, .cursorrules, MEMORY.md, …) with lasting or hidden intent; a plain edit of such a file warns",
+    },
+    RuleInfo {
+        id: "instr.other_skills",
+        severity: Fail,
+        class: "instructions",
+        what: "tells the agent to edit, overwrite or delete other skills' files",
+    },
+    RuleInfo {
+        id: "script.exfil",
+        severity: Fail,
+        class: "scripts",
+        what: "network egress in a script (or code block) that also reads secrets, credentials, keys, browser profiles, wallets, shell history or the whole environment; or sends a token to a raw IP, paste site or request collector",
+    },
+    RuleInfo {
+        id: "script.secret_read",
+        severity: Warn,
+        class: "scripts",
+        what: "reads secrets, credentials, keys, browser profiles or the whole environment, without egress",
+    },
+    RuleInfo {
+        id: "script.decode_exec",
+        severity: Fail,
+        class: "scripts",
+        what: "decodes base64, hex, rot13, char codes or compressed data and executes the result (eval, exec, sh, Invoke-Expression, PowerShell -EncodedCommand)",
+    },
+    RuleInfo {
+        id: "script.encoded_blob",
+        severity: Warn,
+        class: "scripts",
+        what: "a long base64 or hex blob in a script",
+    },
+    RuleInfo {
+        id: "script.pipe_shell",
+        severity: Fail,
+        class: "scripts",
+        what: "pipes a download into an interpreter (`curl … | sh`, `iex (iwr …)`, `bash <(curl …)`)",
+    },
+    RuleInfo {
+        id: "script.suspicious_url",
+        severity: Fail,
+        class: "scripts",
+        what: "downloads from, installs from or runs something at a raw IP address, a paste site, a file drop or a tunnel; a bare mention warns",
+    },
+    RuleInfo {
+        id: "persist.shell_rc",
+        severity: Fail,
+        class: "persistence",
+        what: "writes commands into shell start-up files (~/.bashrc, ~/.zshrc, ~/.profile, $PROFILE); appending an `export` or PATH line warns",
+    },
+    RuleInfo {
+        id: "persist.cron",
+        severity: Fail,
+        class: "persistence",
+        what: "installs a crontab entry or a scheduled task",
+    },
+    RuleInfo {
+        id: "persist.ssh_keys",
+        severity: Fail,
+        class: "persistence",
+        what: "writes to ~/.ssh/authorized_keys",
+    },
+    RuleInfo {
+        id: "persist.git_hooks",
+        severity: Fail,
+        class: "persistence",
+        what: "writes into .git/hooks; setting core.hooksPath warns",
+    },
+    RuleInfo {
+        id: "persist.autostart",
+        severity: Fail,
+        class: "persistence",
+        what: "installs a launch agent or daemon, an autostart entry, a Run key, rc.local or an init script; `systemctl enable` warns",
+    },
+    RuleInfo {
+        id: "persist.agent_files",
+        severity: Warn,
+        class: "persistence",
+        what: "a script writes into other skills' directories, agent settings or agent memory files; fail with a lasting or hidden intent or when paired",
+    },
+    RuleInfo {
+        id: "destructive.delete",
+        severity: Fail,
+        class: "destructive",
+        what: "recursive delete of a root, home or system path, or of an unguarded variable path (`rm -rf \"$DIR\"`); a guarded variable (`${DIR:?}`) warns",
+    },
+    RuleInfo {
+        id: "destructive.disk",
+        severity: Fail,
+        class: "destructive",
+        what: "formats or overwrites a disk (mkfs, dd to a device, fork bomb, `format c:`)",
+    },
+    RuleInfo {
+        id: "destructive.force_push",
+        severity: Fail,
+        class: "destructive",
+        what: "`git push --force`; `--force-with-lease` warns",
+    },
+    RuleInfo {
+        id: "destructive.sql_drop",
+        severity: Fail,
+        class: "destructive",
+        what: "`DROP TABLE/DATABASE/SCHEMA`, `TRUNCATE TABLE`",
+    },
+    RuleInfo {
+        id: "privilege.sudo",
+        severity: Warn,
+        class: "privilege",
+        what: "uses sudo; fail when it edits sudoers, grants NOPASSWD, pipes a password into `sudo -S` or adds a user to an admin group",
+    },
+    RuleInfo {
+        id: "privilege.world_writable",
+        severity: Fail,
+        class: "privilege",
+        what: "`chmod 777`, `a+rwx`, `o+w` or an Everyone full-control ACL",
+    },
+    RuleInfo {
+        id: "privilege.setuid",
+        severity: Fail,
+        class: "privilege",
+        what: "sets the setuid/setgid bit or file capabilities, or calls setuid(0)",
+    },
+    RuleInfo {
+        id: "install.unpinned",
+        severity: Warn,
+        class: "installs",
+        what: "installs a package without an exact version (pip, npm, yarn, pnpm, bun, uv, poetry, gem, cargo, go), or from a URL or git without a commit",
+    },
+    RuleInfo {
+        id: "install.typosquat",
+        severity: Fail,
+        class: "installs",
+        what: "installs a package whose name is one or two edits away from a popular package's name",
+    },
+    RuleInfo {
+        id: "hidden.invisible",
+        severity: Fail,
+        class: "hidden text",
+        what: "zero-width or other invisible characters inside text (a single stray one warns; emoji joiners are allowed)",
+    },
+    RuleInfo {
+        id: "hidden.bidi",
+        severity: Fail,
+        class: "hidden text",
+        what: "bidirectional override or isolate characters (Trojan Source)",
+    },
+    RuleInfo {
+        id: "hidden.tags",
+        severity: Fail,
+        class: "hidden text",
+        what: "Unicode tag characters (invisible ASCII) or runs of variation selectors",
+    },
+    RuleInfo {
+        id: "hidden.html_comment",
+        severity: Fail,
+        class: "hidden text",
+        what: "an HTML comment or hidden element whose text is instruction-like or carries a flagged command",
+    },
+    RuleInfo {
+        id: "hidden.after_blank_run",
+        severity: Warn,
+        class: "hidden text",
+        what: "text after a long run of blank lines or of spaces; fail when that text is instruction-like or carries a flagged command",
+    },
 ];
 
 /// The rule with id `id`.
@@ -183,7 +353,9 @@ pub fn scan_dir(dir: &Path) -> SdkResult<ScanReport> {
         let bytes = std::fs::read(&f.abs).map_err(|e| crate::SdkError::io(&f.abs, e))?;
         files.push((f.path, bytes));
     }
-    Ok(scan_files(files.iter().map(|(p, b)| (p.as_str(), b.as_slice()))))
+    Ok(scan_files(
+        files.iter().map(|(p, b)| (p.as_str(), b.as_slice())),
+    ))
 }
 
 /// Scans a checked archive.
@@ -273,7 +445,8 @@ impl Findings {
                 .then_with(|| a.line.cmp(&b.line))
                 .then_with(|| a.rule.cmp(&b.rule))
         });
-        self.items.dedup_by(|a, b| a.rule == b.rule && a.file == b.file && a.line == b.line);
+        self.items
+            .dedup_by(|a, b| a.rule == b.rule && a.file == b.file && a.line == b.line);
         self.items.truncate(MAX_FINDINGS);
         let verdict = match self.items.iter().map(|f| f.severity).max() {
             None => ScanVerdict::Pass,

@@ -37,11 +37,15 @@ static SECRET_READ: LazyLock<Regex> = LazyLock::new(|| {
 
 /// A named secret read from the environment (a client reading its own token).
 static NAMED_SECRET: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(os\.environ|getenv|process\.env|\$env:|env\[|\$\{?)\W{0,3}[a-z0-9_]*(token|secret|key|password|passwd|credential|pat)\b")
+    re(
+        r"(os\.environ|getenv|process\.env|\$env:|env\[|\$\{?)\W{0,3}[a-z0-9_]*(token|secret|key|password|passwd|credential|pat)\b",
+    )
 });
 
 static IP_URL: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(https?|ftp)://(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):\d{2,5}\b")
+    re(
+        r"(https?|ftp)://(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})|\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3}):\d{2,5}\b",
+    )
 });
 
 static DROP_HOST: LazyLock<Regex> = LazyLock::new(|| {
@@ -53,7 +57,9 @@ static DROP_HOST: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static FETCH_OR_RUN: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(curl|wget|iwr|invoke-webrequest|irm|invoke-restmethod|downloadfile|downloadstring|urlretrieve|urlopen|requests\.(get|post)|fetch\(|pip3? install|npm (i|install)|git clone|download|install|\brun\b|execute|\bopen\b|certutil|bitsadmin|start-bitstransfer|powershell|mshta|rundll32|regsvr32|chmod|\bsh\b|bash|python|\.exe\b|\.zip\b|\.dmg\b|\.pkg\b)")
+    re(
+        r"(curl|wget|iwr|invoke-webrequest|irm|invoke-restmethod|downloadfile|downloadstring|urlretrieve|urlopen|requests\.(get|post)|fetch\(|pip3? install|npm (i|install)|git clone|download|install|\brun\b|execute|\bopen\b|certutil|bitsadmin|start-bitstransfer|powershell|mshta|rundll32|regsvr32|chmod|\bsh\b|bash|python|\.exe\b|\.zip\b|\.dmg\b|\.pkg\b)",
+    )
 });
 
 static PIPE_SHELL: LazyLock<Regex> = LazyLock::new(|| {
@@ -84,7 +90,9 @@ static EXEC: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 static DYNAMIC_EXEC: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"((^|[^.\w])eval\s*\(|(^|[^.\w])exec\s*\(|\bnew\s+function\s*\(|\biex\b|invoke-expression|\beval\s+[\x22'$`])")
+    re(
+        r"((^|[^.\w])eval\s*\(|(^|[^.\w])exec\s*\(|\bnew\s+function\s*\(|\biex\b|invoke-expression|\beval\s+[\x22'$`])",
+    )
 });
 static PS_ENCODED: LazyLock<Regex> = LazyLock::new(|| {
     re(r"\b(powershell|pwsh)(\.exe)?\b.*\s-(e|en|enc|encodedcommand)\s+[a-z0-9+/=]{20,}")
@@ -93,29 +101,46 @@ static BLOB: LazyLock<Regex> =
     LazyLock::new(|| re(r"[a-z0-9+/]{200,}={0,2}|(\\x[0-9a-f]{2}){60,}|\b[0-9a-f]{300,}\b"));
 
 static WRITE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r#"(>>|>\s*["']?(~|/|\$|%)|\btee\b|open\(.*,\s*['"](a|w|a\+|w\+|ab|wb)['"]|appendfile|writefile|write_text|write_bytes|\.write\(|add-content|set-content|out-file|\bcat\s*>|\bcp\b|\bmv\b|\bln\s+-s|\binstall\s+-|sed\s+-i|copy-item|\becho\b[^|]*>|\bprintf\b[^|]*>|shutil\.(copy|move)|fs\.(copy|rename))"#)
+    re(
+        r#"(>>|>\s*["']?(~|/|\$|%)|\btee\b|open\(.*,\s*['"](a|w|a\+|w\+|ab|wb)['"]|appendfile|writefile|write_text|write_bytes|\.write\(|add-content|set-content|out-file|\bcat\s*>|\bcp\b|\bmv\b|\bln\s+-s|\binstall\s+-|sed\s+-i|copy-item|\becho\b[^|]*>|\bprintf\b[^|]*>|shutil\.(copy|move)|fs\.(copy|rename))"#,
+    )
 });
 static SHELL_RC: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"((~|\$home|\$\{home\}|%userprofile%|/root|/home/[\w.-]+)/\.(bashrc|bash_profile|bash_login|zshrc|zprofile|zshenv|zlogin|profile|kshrc|cshrc|tcshrc)\b|\.config/fish/config\.fish|/etc/(profile|bash\.bashrc|zsh/zshrc|zshrc|environment)\b|\$profile\b|powershell_profile\.ps1|['\x22/]\.(bashrc|zshrc|bash_profile|zprofile)\b)")
+    re(
+        r"((~|\$home|\$\{home\}|%userprofile%|/root|/home/[\w.-]+)/\.(bashrc|bash_profile|bash_login|zshrc|zprofile|zshenv|zlogin|profile|kshrc|cshrc|tcshrc)\b|\.config/fish/config\.fish|/etc/(profile|bash\.bashrc|zsh/zshrc|zshrc|environment)\b|\$profile\b|powershell_profile\.ps1|['\x22/]\.(bashrc|zshrc|bash_profile|zprofile)\b)",
+    )
 });
 static RC_PAYLOAD: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(curl|wget|\bnc\b|base64|eval|\$\(|`|python[0-9.]* -c|node -e|/dev/tcp|nohup|&\s*['\x22]?\s*(>>|$)|alias\s+(sudo|ls|cd|git|ssh|cat|ps)=|https?://|ld_preload|prompt_command|\btrap\b)")
+    re(
+        r"(curl|wget|\bnc\b|base64|eval|\$\(|`|python[0-9.]* -c|node -e|/dev/tcp|nohup|&\s*['\x22]?\s*(>>|$)|alias\s+(sudo|ls|cd|git|ssh|cat|ps)=|https?://|ld_preload|prompt_command|\btrap\b)",
+    )
 });
 static CRON: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\bcrontab\s+(-u\s+\S+\s+)?[^\s-]|\|\s*crontab\b|\bcrontab\s+-\s*$|/etc/cron|/var/spool/cron|@reboot|schtasks(\.exe)?\s+/create|register-scheduledtask|new-scheduledtasktrigger)")
+    re(
+        r"(\bcrontab\s+(-u\s+\S+\s+)?[^\s-]|\|\s*crontab\b|\bcrontab\s+-\s*$|/etc/cron|/var/spool/cron|@reboot|schtasks(\.exe)?\s+/create|register-scheduledtask|new-scheduledtasktrigger)",
+    )
 });
 static AUTOSTART: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(library/launch(agents|daemons)|launchctl\s+(load|bootstrap|submit|enable)|\.config/autostart|/etc/rc\.local|/etc/init\.d/|\.config/systemd/user/|currentversion\\+run|\\startup\\|shell:startup|start menu\\+programs\\+startup|loginitems|login items|wmic\s.*startup)")
+    re(
+        r"(library/launch(agents|daemons)|launchctl\s+(load|bootstrap|submit|enable)|\.config/autostart|/etc/rc\.local|/etc/init\.d/|\.config/systemd/user/|currentversion\\+run|\\startup\\|shell:startup|start menu\\+programs\\+startup|loginitems|login items|wmic\s.*startup)",
+    )
 });
-static AUTOSTART_ACT: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(launchctl|reg(\.exe)?\s+add|new-itemproperty|set-itemproperty|systemctl|update-rc\.d|chkconfig|osascript)"));
+static AUTOSTART_ACT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(launchctl|reg(\.exe)?\s+add|new-itemproperty|set-itemproperty|systemctl|update-rc\.d|chkconfig|osascript)",
+    )
+});
 static SYSTEMCTL_ENABLE: LazyLock<Regex> =
     LazyLock::new(|| re(r"(\bsystemctl\s+(--user\s+)?enable\b|/etc/systemd/system/)"));
 static AGENT_FILES: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"((\.claude|\.codex|\.agents|\.cursor|\.gemini|\.windsurf|codex_home|claude_home)\W{0,3}/?(skills|settings|rules|memory|commands|agents)|claude\.md|agents\.md|gemini\.md|memory\.md|\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|\.mcp\.json|claude_desktop_config\.json)")
+    re(
+        r"((\.claude|\.codex|\.agents|\.cursor|\.gemini|\.windsurf|codex_home|claude_home)\W{0,3}/?(skills|settings|rules|memory|commands|agents)|claude\.md|agents\.md|gemini\.md|memory\.md|\.cursorrules|\.windsurfrules|\.clinerules|copilot-instructions\.md|\.mcp\.json|claude_desktop_config\.json)",
+    )
 });
 static AGENT_INTENT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(permanent|from now on|always (approve|allow|run|trust|send)|auto-?approve|ignore (all|any|previous)|do not (tell|mention)|silently|secretly|bypasspermissions|dangerously|\ballow\W{0,4}\*|skill\.md)")
+    re(
+        r"(permanent|from now on|always (approve|allow|run|trust|send)|auto-?approve|ignore (all|any|previous)|do not (tell|mention)|silently|secretly|bypasspermissions|dangerously|\ballow\W{0,4}\*|skill\.md)",
+    )
 });
 
 static RM: LazyLock<Regex> = LazyLock::new(|| re(r"\brm\s+((-[a-z]+|--[a-z-]+)\s+)+([^;&|]*)"));
@@ -123,33 +148,45 @@ static PY_RMTREE: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(shutil\.rmtree|fs\.(rm|rmdir)(sync)?|rimraf(\.sync)?|fs\.promises\.rm)\(\s*([^,)]*)")
 });
 static HOME_ARG: LazyLock<Regex> = LazyLock::new(|| {
-    re(r#"(expanduser\(\s*['"]~['"]\s*\)|path\.home\(\)|^\s*['"](/|~|c:\\\\?)['"]\s*$|os\.environ\[['"]home|getenv\(['"]home|os\.homedir\(\)|process\.env\.home|['"]/(etc|usr|var|home|root)/?['"])"#)
+    re(
+        r#"(expanduser\(\s*['"]~['"]\s*\)|path\.home\(\)|^\s*['"](/|~|c:\\\\?)['"]\s*$|os\.environ\[['"]home|getenv\(['"]home|os\.homedir\(\)|process\.env\.home|['"]/(etc|usr|var|home|root)/?['"])"#,
+    )
 });
 static PS_REMOVE: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(remove-item|\bri\b|\brmdir\b|\brd\b|\bdel\b)\b[^;|]*(-r(ecurse)?\b|/s\b)")
 });
 static PS_ROOT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\s[a-z]:\\?(\s|$|\*)|\$env:(userprofile|systemroot|windir|homepath|appdata)\b\s*(\s|$|\*)|\$home\b\s*(\s|$)|\s~\s*(\s|$)|\s/\s)")
+    re(
+        r"(\s[a-z]:\\?(\s|$|\*)|\$env:(userprofile|systemroot|windir|homepath|appdata)\b\s*(\s|$|\*)|\$home\b\s*(\s|$)|\s~\s*(\s|$)|\s/\s)",
+    )
 });
 static FIND_DELETE: LazyLock<Regex> =
     LazyLock::new(|| re(r"\bfind\s+(/|~|\$home)\s.*(-delete|-exec\s+rm)"));
 static DISK: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\bmkfs(\.\w+)?\s|\bdd\b.*\bof=/dev/(sd|nvme|hd|disk|xvd|vd|mmcblk)|>\s*/dev/(sd[a-z]|nvme\d|hd[a-z]|disk\d)|:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:|\bformat(\.com)?\s+[a-z]:|\bdiskpart\b|\bwipefs\b|\bshred\b.*/dev/|clear-disk|format-volume)")
+    re(
+        r"(\bmkfs(\.\w+)?\s|\bdd\b.*\bof=/dev/(sd|nvme|hd|disk|xvd|vd|mmcblk)|>\s*/dev/(sd[a-z]|nvme\d|hd[a-z]|disk\d)|:\(\)\s*\{\s*:\s*\|\s*:\s*&\s*\}\s*;\s*:|\bformat(\.com)?\s+[a-z]:|\bdiskpart\b|\bwipefs\b|\bshred\b.*/dev/|clear-disk|format-volume)",
+    )
 });
 static GIT_PUSH: LazyLock<Regex> = LazyLock::new(|| re(r"\bgit\s+push\b([^;&|\n]*)"));
-static FORCE: LazyLock<Regex> = LazyLock::new(|| re(r"(\s--force\b|\s-f\b|\s-[a-z]*f[a-z]*\b|\s\+[\w/.-]+|\s--mirror\b)"));
-static SQL_DROP: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b(drop\s+(table|database|schema|user|role)\b|truncate\s+table\b)")
-});
+static FORCE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(\s--force\b|\s-f\b|\s-[a-z]*f[a-z]*\b|\s\+[\w/.-]+|\s--mirror\b)"));
+static SQL_DROP: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(drop\s+(table|database|schema|user|role)\b|truncate\s+table\b)"));
 static SUDO: LazyLock<Regex> = LazyLock::new(|| re(r"\bsudo\b"));
 static SUDO_BAD: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(nopasswd|/etc/sudoers|\bvisudo\b|\becho\b.*\|\s*sudo\s+-s\b|sudo\s+-s\s+<<<|usermod\s+-a?g\s+(sudo|wheel|admin|root)\b|adduser\s+\S+\s+(sudo|wheel|admin)\b|dseditgroup.*\badmin\b|net\s+localgroup\s+administrators\s.*/add)")
+    re(
+        r"(nopasswd|/etc/sudoers|\bvisudo\b|\becho\b.*\|\s*sudo\s+-s\b|sudo\s+-s\s+<<<|usermod\s+-a?g\s+(sudo|wheel|admin|root)\b|adduser\s+\S+\s+(sudo|wheel|admin)\b|dseditgroup.*\badmin\b|net\s+localgroup\s+administrators\s.*/add)",
+    )
 });
 static WORLD_WRITABLE: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\bchmod\s+(-\w+\s+)*(0?777|0?666|a\+rwx|a\+rw|ugo\+rwx|o\+w|a\+w|o\+rwx)\b|\bicacls\b.*everyone:\(?[a-z()]*\bf\b)")
+    re(
+        r"(\bchmod\s+(-\w+\s+)*(0?777|0?666|a\+rwx|a\+rw|ugo\+rwx|o\+w|a\+w|o\+rwx)\b|\bicacls\b.*everyone:\(?[a-z()]*\bf\b)",
+    )
 });
 static SETUID: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(\bchmod\s+(-\w+\s+)*([ugoa]*\+[rwx]*s[rwx]*|[2467][0-7]{3})(\s|$)|\bsetcap\s|cap_setuid|\bsetuid\(\s*0\s*\)|\bsetresuid\(\s*0|os\.setuid\(\s*0)")
+    re(
+        r"(\bchmod\s+(-\w+\s+)*([ugoa]*\+[rwx]*s[rwx]*|[2467][0-7]{3})(\s|$)|\bsetcap\s|cap_setuid|\bsetuid\(\s*0\s*\)|\bsetresuid\(\s*0|os\.setuid\(\s*0)",
+    )
 });
 
 /// Whether `a.b.c.d` is loopback or unspecified (local test servers are fine).
@@ -283,12 +320,7 @@ fn line_rules(l: &Line<'_>, script: bool, sink: &mut Sink<'_>) {
             "installs something that starts by itself (launch agent, autostart, Run key, init script)",
         );
     } else if SYSTEMCTL_ENABLE.is_match(t) {
-        sink.hit(
-            "persist.autostart",
-            Warn,
-            l,
-            "enables a service at boot",
-        );
+        sink.hit("persist.autostart", Warn, l, "enables a service at boot");
     }
     if l.place == Place::Code && AGENT_FILES.is_match(t) && writes {
         let severity = if AGENT_INTENT.is_match(t) { Fail } else { Warn };
@@ -335,17 +367,46 @@ fn root_like(p: &str) -> bool {
     let p = p.trim_matches(|c| c == '"' || c == '\'');
     matches!(
         p,
-        "/" | "/*" | "~" | "~/" | "~/*" | "$home" | "${home}" | "$home/" | "$home/*" | "${home}/*"
-            | "*" | ".*" | ".." | "../" | "/." | "c:\\" | "c:/"
+        "/" | "/*"
+            | "~"
+            | "~/"
+            | "~/*"
+            | "$home"
+            | "${home}"
+            | "$home/"
+            | "$home/*"
+            | "${home}/*"
+            | "*"
+            | ".*"
+            | ".."
+            | "../"
+            | "/."
+            | "c:\\"
+            | "c:/"
     ) || {
         let dirs = [
-            "etc", "usr", "var", "bin", "sbin", "boot", "lib", "lib64", "opt", "root", "home",
-            "srv", "dev", "proc", "sys", "system", "library", "users", "applications",
+            "etc",
+            "usr",
+            "var",
+            "bin",
+            "sbin",
+            "boot",
+            "lib",
+            "lib64",
+            "opt",
+            "root",
+            "home",
+            "srv",
+            "dev",
+            "proc",
+            "sys",
+            "system",
+            "library",
+            "users",
+            "applications",
         ];
         let trimmed = p.trim_end_matches('*').trim_end_matches('/');
-        trimmed
-            .strip_prefix('/')
-            .is_some_and(|d| dirs.contains(&d))
+        trimmed.strip_prefix('/').is_some_and(|d| dirs.contains(&d))
     }
 }
 
@@ -375,7 +436,10 @@ fn destructive(l: &Line<'_>, sink: &mut Sink<'_>) {
                     if bare.contains(":?") {
                         worst.get_or_insert((Warn, format!("{bare} (guarded variable)")));
                     } else if recursive {
-                        worst = Some((Fail, format!("{bare} (a variable path: empty, it deletes from the root)")));
+                        worst = Some((
+                            Fail,
+                            format!("{bare} (a variable path: empty, it deletes from the root)"),
+                        ));
                     }
                 }
             }
@@ -464,11 +528,18 @@ fn pairings(lines: &[&Line<'_>], kind: Kind, sink: &mut Sink<'_>) {
     }
     for (unit, ls) in units {
         // Markdown prose (unit 0) pairs within a window of lines only.
-        let window = if whole_file || unit > 0 { usize::MAX } else { 3 };
+        let window = if whole_file || unit > 0 {
+            usize::MAX
+        } else {
+            3
+        };
         let near = |a: &Line<'_>, b: &Line<'_>| a.no.abs_diff(b.no) <= window;
         let egress: Vec<&&Line<'_>> = ls.iter().filter(|l| EGRESS.is_match(&l.low)).collect();
         let secrets: Vec<&&Line<'_>> = ls.iter().filter(|l| SECRET_READ.is_match(&l.low)).collect();
-        let named: Vec<&&Line<'_>> = ls.iter().filter(|l| NAMED_SECRET.is_match(&l.low)).collect();
+        let named: Vec<&&Line<'_>> = ls
+            .iter()
+            .filter(|l| NAMED_SECRET.is_match(&l.low))
+            .collect();
         let suspicious: Vec<&&Line<'_>> = ls
             .iter()
             .filter(|l| suspicious_host(&l.low).is_some())
@@ -480,7 +551,10 @@ fn pairings(lines: &[&Line<'_>], kind: Kind, sink: &mut Sink<'_>) {
                     "script.exfil",
                     Fail,
                     s,
-                    format!("reads secrets or the whole environment and sends data out (line {})", e.no),
+                    format!(
+                        "reads secrets or the whole environment and sends data out (line {})",
+                        e.no
+                    ),
                 );
                 reported_exfil = true;
             }
@@ -528,7 +602,9 @@ fn pairings(lines: &[&Line<'_>], kind: Kind, sink: &mut Sink<'_>) {
         }
         if !paired
             && let Some(d) = decodes.first()
-            && ls.iter().any(|l| near(d, l) && DYNAMIC_EXEC.is_match(&l.low))
+            && ls
+                .iter()
+                .any(|l| near(d, l) && DYNAMIC_EXEC.is_match(&l.low))
         {
             sink.hit(
                 "script.decode_exec",

@@ -4,7 +4,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use skills_sdk::scan::{FindingSeverity, RULES, ScanReport, ScanVerdict, edit_distance, typosquat_of};
+use skills_sdk::scan::{
+    FindingSeverity, RULES, ScanReport, ScanVerdict, edit_distance, typosquat_of,
+};
 use skills_sdk::{ArchiveLimits, pack_dir, scan_archive_bytes, scan_dir};
 
 fn fixtures() -> PathBuf {
@@ -78,7 +80,10 @@ fn every_malicious_fixture_is_in_the_table_and_every_rule_that_can_fail_has_one(
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     for d in &on_disk {
-        assert!(MALICIOUS.iter().any(|(n, _)| n == d), "{d} has no expectation");
+        assert!(
+            MALICIOUS.iter().any(|(n, _)| n == d),
+            "{d} has no expectation"
+        );
     }
     // Warn-only rules never fail on their own; every other rule has a failing package.
     let warn_only = ["instr.steering", "script.encoded_blob", "install.unpinned"];
@@ -109,8 +114,14 @@ fn look_alikes_pass_or_warn() {
         ("project-memory", ScanVerdict::Warn),
         ("service-setup", ScanVerdict::Warn),
     ];
-    let on_disk = fs::read_dir(fixtures().join("skills-scan/benign")).unwrap().count();
-    assert_eq!(on_disk, expected.len(), "every benign fixture has an expectation");
+    let on_disk = fs::read_dir(fixtures().join("skills-scan/benign"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        on_disk,
+        expected.len(),
+        "every benign fixture has an expectation"
+    );
     for (dir, verdict) in expected {
         let r = scan("benign", dir);
         assert_eq!(r.verdict, verdict, "{dir}: {r:#?}");
@@ -121,10 +132,18 @@ fn look_alikes_pass_or_warn() {
 fn a_quoted_attack_in_a_training_skill_warns_with_the_rules_it_quotes() {
     let r = scan("benign", "security-training");
     let warned = r.rules_at(FindingSeverity::Warn);
-    for rule in ["script.pipe_shell", "script.decode_exec", "instr.exfiltrate"] {
+    for rule in [
+        "script.pipe_shell",
+        "script.decode_exec",
+        "instr.exfiltrate",
+    ] {
         assert!(warned.contains(&rule), "{rule} not reported: {warned:?}");
     }
-    assert!(r.findings.iter().all(|f| f.severity == FindingSeverity::Warn));
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| f.severity == FindingSeverity::Warn)
+    );
 }
 
 /// Every public skill in `fixtures/skills-public` (a copy of `shared/data/skills-public`).
@@ -187,18 +206,45 @@ fn tmp_skill(body: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, ScanRepo
 #[test]
 fn single_weak_signals_warn() {
     let cases: &[(&str, &str, &str)] = &[
-        ("scripts/i.sh", "#!/bin/sh\npip install requests\n", "install.unpinned"),
-        ("scripts/b.py", &format!("BLOB = '{}'\n", "QUFB".repeat(80)), "script.encoded_blob"),
-        ("scripts/c.sh", "#!/bin/sh\nrm -rf \"${OUT_DIR:?}\"/cache\n", "destructive.delete"),
-        ("scripts/d.sh", "#!/bin/sh\ngit push --force-with-lease origin HEAD\n", "destructive.force_push"),
-        ("scripts/e.sh", "#!/bin/sh\nsudo apt-get install -y jq=1.6-2\n", "privilege.sudo"),
+        (
+            "scripts/i.sh",
+            "#!/bin/sh\npip install requests\n",
+            "install.unpinned",
+        ),
+        (
+            "scripts/b.py",
+            &format!("BLOB = '{}'\n", "QUFB".repeat(80)),
+            "script.encoded_blob",
+        ),
+        (
+            "scripts/c.sh",
+            "#!/bin/sh\nrm -rf \"${OUT_DIR:?}\"/cache\n",
+            "destructive.delete",
+        ),
+        (
+            "scripts/d.sh",
+            "#!/bin/sh\ngit push --force-with-lease origin HEAD\n",
+            "destructive.force_push",
+        ),
+        (
+            "scripts/e.sh",
+            "#!/bin/sh\nsudo apt-get install -y jq=1.6-2\n",
+            "privilege.sudo",
+        ),
         ("notes.md", "Keep it short.\u{200B}\n", "hidden.invisible"),
-        ("scripts/f.py", "import pathlib\nprint((pathlib.Path.home() / '.ssh' / 'id_rsa').exists())\n", "script.secret_read"),
+        (
+            "scripts/f.py",
+            "import pathlib\nprint((pathlib.Path.home() / '.ssh' / 'id_rsa').exists())\n",
+            "script.secret_read",
+        ),
     ];
     for (path, content, rule) in cases {
         let (_t, r) = tmp_skill("# Probe", &[(path, content)]);
         assert_eq!(r.verdict, ScanVerdict::Warn, "{rule}: {r:#?}");
-        assert!(r.rules_at(FindingSeverity::Warn).contains(rule), "{rule}: {r:#?}");
+        assert!(
+            r.rules_at(FindingSeverity::Warn).contains(rule),
+            "{rule}: {r:#?}"
+        );
     }
 }
 
@@ -265,7 +311,11 @@ fn the_report_is_deterministic_and_has_the_documented_shape() {
 #[test]
 fn excerpts_show_invisible_characters() {
     let r = scan("malicious", "notes-invisible");
-    let f = r.findings.iter().find(|f| f.rule == "hidden.invisible").unwrap();
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == "hidden.invisible")
+        .unwrap();
     assert!(f.excerpt.contains("<U+200B>"), "{}", f.excerpt);
 }
 
@@ -274,7 +324,10 @@ fn typosquats_are_one_or_two_edits_from_a_popular_name() {
     assert_eq!(edit_distance("requests", "reqeusts"), 1);
     assert_eq!(edit_distance("numpy", "nunpy"), 1);
     assert_eq!(typosquat_of("reqeusts", "pip"), Some("requests"));
-    assert_eq!(typosquat_of("python-dateutils", "pip"), Some("python-dateutil"));
+    assert_eq!(
+        typosquat_of("python-dateutils", "pip"),
+        Some("python-dateutil")
+    );
     assert_eq!(typosquat_of("axois", "npm"), Some("axios"));
     assert_eq!(typosquat_of("requests", "pip"), None);
     assert_eq!(typosquat_of("Flask", "pip"), None);
@@ -284,7 +337,8 @@ fn typosquats_are_one_or_two_edits_from_a_popular_name() {
 
 #[test]
 fn every_rule_has_a_row_in_the_readme() {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     for r in RULES {
         assert!(
             readme.contains(&format!("| `{}` |", r.id)),

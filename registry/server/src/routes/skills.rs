@@ -20,8 +20,8 @@ use crate::state::AppState;
 use registry_skills::{
     Decision, DeprecateRequest, Deprecation, DiscoverList, DiscoverView, InstructionsView,
     LifecycleState, Loaded, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
-    ScanOverrideRequest, SelectView, TestResult,
-    TestResultsRequest, TestRun, VersionSummary, VersionView, YankRequest,
+    ScanOverrideRequest, SelectView, TestResult, TestResultsRequest, TestRun, VersionSummary,
+    VersionView, YankRequest,
 };
 
 #[derive(OpenApi)]
