@@ -211,7 +211,7 @@ pub(crate) fn scan_regions(doc: &Doc<'_>, sink: &mut Sink<'_>) {
         }
         let refs: Vec<&Line<'_>> = lines.iter().collect();
         scripts::scan_lines(&refs, super::files::Kind::Text, sink);
-        let instruction_like = instructions::detector_rules(&[refs.clone()], sink)
+        let instruction_like = instructions::detector_rules(std::slice::from_ref(&refs), sink)
             || lines.iter().any(|l| instructions::addresses_agent(&l.low));
         if sink.hits > before || instruction_like {
             let at = lines.first().cloned().unwrap_or_else(|| Line {

@@ -507,8 +507,7 @@ pub(crate) const QUOTED_NOTE: &str = "(quoted as an example: warning only)";
 /// characters spelled `<U+XXXX>` so the excerpt cannot hide anything itself.
 pub(crate) fn excerpt(line: &str) -> String {
     let mut out = String::new();
-    let mut n = 0;
-    for c in line.trim().chars() {
+    for (n, c) in line.trim().chars().enumerate() {
         if n >= 160 {
             out.push('…');
             break;
@@ -518,7 +517,6 @@ pub(crate) fn excerpt(line: &str) -> String {
         } else {
             out.push(c);
         }
-        n += 1;
     }
     out
 }

@@ -464,15 +464,13 @@ fn destructive(l: &Line<'_>, sink: &mut Sink<'_>) {
             );
         }
     }
-    if PS_REMOVE.is_match(t) {
-        if PS_ROOT.is_match(&format!("{t} ")) {
-            sink.hit(
-                "destructive.delete",
-                Fail,
-                l,
-                "recursive delete of a drive, the profile or the root",
-            );
-        }
+    if PS_REMOVE.is_match(t) && PS_ROOT.is_match(&format!("{t} ")) {
+        sink.hit(
+            "destructive.delete",
+            Fail,
+            l,
+            "recursive delete of a drive, the profile or the root",
+        );
     }
     if FIND_DELETE.is_match(t) {
         sink.hit(
