@@ -7,6 +7,7 @@ pub mod error;
 pub mod frontmatter;
 pub mod manifest;
 pub mod scaffold;
+pub mod scan;
 pub mod skill;
 pub mod tree;
 mod yaml;
@@ -24,6 +25,10 @@ pub use error::{SdkError, SdkResult};
 pub use frontmatter::{Frontmatter, frontmatter_json, parse_skill_md};
 pub use manifest::{Contract, Manifest, Requirements, SkillScope, TestSpec, parse_manifest};
 pub use scaffold::init_skill;
+pub use scan::{
+    Finding, FindingSeverity, RULES, RuleInfo, ScanReport, ScanVerdict, scan_archive,
+    scan_archive_bytes, scan_dir, scan_files,
+};
 pub use skill::{
     Report, Skill, SkillSource, load_dir, validate_archive, validate_dir, validate_source,
 };

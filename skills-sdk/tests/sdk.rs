@@ -1101,3 +1101,6 @@ mod frontmatter_attacks {
         assert_eq!(rules, ["manifest.too_large"]);
     }
 }
+
+#[path = "scan/mod.rs"]
+mod scan;

@@ -18,4 +18,5 @@ mod retrieval;
 mod security;
 mod skill_doors;
 mod skills;
+mod skills_scan;
 mod ui;

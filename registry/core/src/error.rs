@@ -28,6 +28,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     RequestTimeout,
     TooManyRequests,
+    /// A skill version whose supply-chain scan failed cannot be approved or promoted until a
+    /// platform principal overrides the scan.
+    ScanFailed,
 }
 
 impl ErrorCode {
@@ -51,6 +54,7 @@ impl ErrorCode {
         (ErrorCode::MethodNotAllowed, 405),
         (ErrorCode::RequestTimeout, 408),
         (ErrorCode::TooManyRequests, 429),
+        (ErrorCode::ScanFailed, 409),
     ];
 
     pub fn http_status(self) -> u16 {
@@ -81,6 +85,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
+            ErrorCode::ScanFailed => "SCAN_FAILED",
         }
     }
 }

@@ -21,7 +21,9 @@
 
 use std::sync::LazyLock;
 
+#[cfg(feature = "embed")]
 use registry_core::error::CoreResult;
+#[cfg(feature = "embed")]
 use registry_core::retrieval::Embedder;
 use serde::{Deserialize, Serialize};
 
@@ -464,6 +466,7 @@ pub static SECOND_OPINION: LazyLock<SecondOpinion> = LazyLock::new(|| {
 
 /// How to open the embedding model the second opinion reads ([`VECTOR_MODEL_NAME`]), with the
 /// embedder's other defaults: the gate, the trainer and the tests all start from this.
+#[cfg(feature = "embed")]
 pub fn embedder_config() -> registry_embed::EmbedderConfig {
     registry_embed::EmbedderConfig {
         model: registry_embed::ModelChoice::MultilingualE5Small,
@@ -474,6 +477,7 @@ pub fn embedder_config() -> registry_embed::EmbedderConfig {
 /// The vectors the second opinion reads, one per text: each text's prefix within the model's
 /// token cap, embedded as a query. Training and the gate both call this, so they see the same
 /// vectors. `embedder` must be [`VECTOR_MODEL_NAME`]; another model is refused with `None`.
+#[cfg(feature = "embed")]
 pub fn gate_vectors(embedder: &dyn Embedder, texts: &[&str]) -> CoreResult<Option<Vec<Vec<f32>>>> {
     if embedder.info().name != VECTOR_MODEL_NAME || embedder.info().dim != VECTOR_DIM {
         return Ok(None);
@@ -523,6 +527,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "embed")]
     fn the_embedder_config_names_the_model_the_vectors_come_from() {
         assert_eq!(embedder_config().model.name(), VECTOR_MODEL_NAME);
     }

@@ -112,7 +112,8 @@ fn wire_bodies() -> WireBodies {
         .answer::<registry_core::deletion::Receipt>("Receipt")
         .answer::<deletion::ErasureAnswer>("ErasureAnswer")
         .answer::<registry_core::asset::AssetMeta>("AssetMeta")
-        .answer::<registry_core::audit::AuditEvent>("AuditEvent");
+        .answer::<registry_core::audit::AuditEvent>("AuditEvent")
+        .answer::<skills_sdk::ScanReport>("ScanReport");
     w
 }
 

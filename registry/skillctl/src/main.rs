@@ -46,6 +46,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Scan a skill directory or a packed .skill archive for what it would do to the machine
+    /// or the agent (offline, deterministic); exits with status 1 when the verdict is fail.
+    Scan {
+        /// A skill directory or a `.skill` archive.
+        path: PathBuf,
+        /// Print `{"verdict", "findings": [{rule, severity, file, line, excerpt, message}]}`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate and pack a skill into NAME-VERSION.skill; prints the digest.
     Pack {
         dir: PathBuf,
@@ -284,6 +293,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Init { name, dir, owner } => init(&name, &dir, owner),
         Command::Validate { dir, mode, json } => validate(&dir, mode.mode(), json),
+        Command::Scan { path, json } => scan(&path, json),
         Command::Pack {
             dir,
             output,
@@ -449,6 +459,40 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn scan(path: &Path, json: bool) -> Result<ExitCode> {
+    let report = if path.is_dir() {
+        skills_sdk::scan_dir(path)?
+    } else {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        skills_sdk::scan_archive_bytes(&bytes, &ArchiveLimits::default())?
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for f in &report.findings {
+            println!(
+                "{}[{}] {}:{}: {}\n    {}",
+                f.severity.as_str(),
+                f.rule,
+                f.file,
+                f.line,
+                f.message,
+                f.excerpt
+            );
+        }
+        println!(
+            "scan: {} ({} finding(s))",
+            report.verdict.as_str(),
+            report.findings.len()
+        );
+    }
+    Ok(if report.failed() {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn publish(

@@ -459,3 +459,35 @@ mod test_sandbox {
         assert!(!Path::new(&home).exists());
     }
 }
+
+#[test]
+fn scan_prints_the_report_and_exits_1_on_fail() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/skills-scan");
+    let bad = fixtures.join("malicious/env-doctor");
+    let o = skillctl(&fixtures, &["scan", bad.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["verdict"], "fail");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["rule"] == "script.exfil" && f["file"] == "scripts/doctor.py")
+    );
+    // A packed archive scans like its directory; a look-alike exits 0.
+    let t = tempfile::tempdir().unwrap();
+    let packed = skills_sdk::pack_dir(&bad, &ArchiveLimits::default()).unwrap();
+    let file = t.path().join("env-doctor.skill");
+    std::fs::write(&file, &packed.bytes).unwrap();
+    let o = skillctl(t.path(), &["scan", file.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(),
+        v
+    );
+    let good = fixtures.join("benign/deploy-site");
+    let o = skillctl(&fixtures, &["scan", good.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("scan: pass"), "{}", stdout(&o));
+}

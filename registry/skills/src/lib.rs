@@ -10,7 +10,8 @@ pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
-    ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, SkillsService,
-    TestResult, TestResultsRequest, TestRun, VersionBody, YankRequest, require_release_governance,
+    ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
+    ScanOverrideRequest, SkillsService, TestResult, TestResultsRequest, TestRun, VersionBody,
+    YankRequest, require_release_governance,
 };
 pub use views::{DiscoverList, InstructionsView, SelectView, VersionSummary, VersionView};

@@ -320,6 +320,8 @@ mod tests {
             yanked_from: None,
             yank_reason: None,
             published_at: None,
+            scan: None,
+            scan_override: None,
         };
         let meta = AssetMeta::new(
             AssetKind::SkillVersion,

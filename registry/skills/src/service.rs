@@ -119,6 +119,17 @@ impl SkillsService {
         promote(self, p, name, version)
     }
 
+    /// Records a platform principal's override of a failing scan (see [`ScanOverride`]).
+    pub fn scan_override(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: ScanOverrideRequest,
+    ) -> Result<Loaded> {
+        scan_override(self, p, name, version, req)
+    }
+
     pub fn deprecate(
         &self,
         p: &Principal,
@@ -436,6 +447,63 @@ pub struct VersionBody {
     pub yank_reason: Option<String>,
     #[serde(default)]
     pub published_at: Option<DateTime<Utc>>,
+    /// The supply-chain scan run at publish (absent in versions stored before the scan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<skills_sdk::ScanReport>,
+    /// A platform principal's override of a failing scan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan_override: Option<ScanOverride>,
+}
+
+/// A platform principal's decision to release a version whose scan failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ScanOverride {
+    pub by: String,
+    pub reason: String,
+    /// The digest the override was recorded for; always the version's own.
+    pub digest: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ScanOverrideRequest {
+    /// Why the failing scan is overridden (at most 1,000 characters).
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    pub reason: String,
+}
+
+/// Refuses a step on a version whose scan failed and was not overridden: 409 `SCAN_FAILED`
+/// with the failing findings in `details.findings`.
+fn require_scan(b: &VersionBody, action: &str) -> Result<()> {
+    let Some(scan) = &b.scan else { return Ok(()) };
+    let overridden = b
+        .scan_override
+        .as_ref()
+        .is_some_and(|o| o.digest == b.digest);
+    if !scan.failed() || overridden {
+        return Ok(());
+    }
+    let findings: Vec<&skills_sdk::Finding> = scan
+        .findings
+        .iter()
+        .filter(|f| f.severity == skills_sdk::FindingSeverity::Fail)
+        .collect();
+    Err(Error::new(
+        ErrorCode::ScanFailed,
+        format!(
+            "{}@{}: the supply-chain scan failed ({} finding(s)); {action} needs a platform override",
+            b.name,
+            b.version,
+            findings.len()
+        ),
+    )
+    .with_details(serde_json::json!({
+        "verdict": scan.verdict,
+        "findings": findings,
+    })))
 }
 
 /// The body of a release pointer.
@@ -676,6 +744,8 @@ pub(crate) fn publish(
         yanked_from: None,
         yank_reason: None,
         published_at: None,
+        scan: Some(skills_sdk::scan_archive(&archive)),
+        scan_override: None,
     };
     let mut meta = AssetMeta::new(
         AssetKind::SkillVersion,
@@ -1177,6 +1247,9 @@ pub(crate) fn review(
         );
     }
     lifecycle::check(cur.body.state, Action::Review)?;
+    if req.decision == Decision::Approve {
+        require_scan(&cur.body, "approval")?;
+    }
     let mut body = cur.body.clone();
     body.reviews.push(ReviewRecord {
         reviewer: p.user.clone(),
@@ -1214,10 +1287,49 @@ pub(crate) fn promote(
     if !tested || !approved {
         return Err(lifecycle::invalid(b.state, "promote").into());
     }
+    require_scan(b, "promotion")?;
     let mut body = cur.body.clone();
     body.state = LifecycleState::Published;
     body.published_at = Some(Utc::now());
     step(s, p, &cur, body, "skill.promote", Pointer::Promote)
+}
+
+/// A platform principal overrides a failing scan so the version can be approved and promoted.
+/// The reason stays in the version; the audit event (`skill.scan_override`) holds ids and the
+/// digest only.
+pub(crate) fn scan_override(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: ScanOverrideRequest,
+) -> Result<Loaded> {
+    let _guard = lock_skill(s, p, name);
+    let cur = reload(s, p, name, version, Action::Review)?;
+    if !p.platform {
+        return Err(Error::forbidden(
+            "only a platform principal may override a failing scan",
+        ));
+    }
+    if registry_core::text::is_blank(&req.reason) {
+        return Err(Error::validation("an override needs a reason")
+            .with_details(serde_json::json!({"field": "reason", "reason": "empty"})));
+    }
+    check_note("reason", Some(&req.reason))?;
+    if !cur.body.scan.as_ref().is_some_and(|r| r.failed()) {
+        return Err(Error::new(
+            ErrorCode::Conflict,
+            format!("{name}@{version}: the scan did not fail; there is nothing to override"),
+        ));
+    }
+    let mut body = cur.body.clone();
+    body.scan_override = Some(ScanOverride {
+        by: p.user.clone(),
+        reason: req.reason,
+        digest: cur.body.digest.clone(),
+        at: Utc::now(),
+    });
+    step(s, p, &cur, body, "skill.scan_override", Pointer::Follow)
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]

@@ -63,6 +63,19 @@ pub struct VersionView {
     pub reviews: Vec<ReviewRecord>,
     pub deprecation: Option<Deprecation>,
     pub yank_reason: Option<String>,
+    /// The supply-chain scan run at publish (`null` for versions stored before the scan):
+    /// `{verdict: pass|warn|fail, findings: [{rule, severity, file, line, excerpt, message}]}`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = scan_report_ref))]
+    pub scan: Option<skills_sdk::ScanReport>,
+    /// A platform principal's override of a failing scan.
+    pub scan_override: Option<crate::service::ScanOverride>,
+}
+
+/// The scan report's schema comes from its JSON Schema derive (the server's document names it
+/// `ScanReport`).
+#[cfg(feature = "openapi")]
+fn scan_report_ref() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::Ref::from_schema_name("ScanReport").into()
 }
 
 impl VersionView {
@@ -87,6 +100,8 @@ impl VersionView {
             reviews: b.reviews.clone(),
             deprecation: b.deprecation.clone(),
             yank_reason: b.yank_reason.clone(),
+            scan: b.scan.clone(),
+            scan_override: b.scan_override.clone(),
         }
     }
 }
@@ -98,6 +113,11 @@ pub struct VersionSummary {
     pub digest: String,
     pub state: LifecycleState,
     pub yanked: bool,
+    /// The version's scan verdict: `pass`, `warn` or `fail` (`null` before the scan existed).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub scan: Option<skills_sdk::ScanVerdict>,
+    /// A failing scan was overridden by a platform principal.
+    pub scan_overridden: bool,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -153,6 +173,8 @@ pub fn select_view(
                 digest: l.body.digest.clone(),
                 state: l.body.state,
                 yanked: l.body.state == LifecycleState::Yanked,
+                scan: l.body.scan.as_ref().map(|r| r.verdict),
+                scan_overridden: l.body.scan_override.is_some(),
             })
             .collect(),
         selected: VersionView::of(selected),

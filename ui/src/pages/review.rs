@@ -139,6 +139,7 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
                             }
                         }
                     }
+                    (scan_section(v))
                     @if reviewer && v.author != ctx.principal.user {
                         div class="actions" {
                             (post_button(&ctx, &format!("/ui/skills/{}/versions/{}/approve", v.name, v.version), "Approve", &[("back", "/ui/review")]))
@@ -169,4 +170,44 @@ pub async fn decide_memory(
     })
     .await?;
     Ok(see_other("/ui/review"))
+}
+
+/// The version's supply-chain scan: its verdict, an override if any, and each finding (rule,
+/// severity, file and line, excerpt, message). A failing scan blocks approval until a platform
+/// override; a warning is shown for the reviewer to judge.
+pub(crate) fn scan_section(v: &VersionView) -> Markup {
+    html! {
+        section class="scan" data-testid="scan" {
+            @match &v.scan {
+                None => { p class="muted" { "Scan: not recorded (published before the scan existed)." } }
+                Some(r) => {
+                    p {
+                        "Scan: " strong data-testid="scan-verdict" { (r.verdict.as_str()) }
+                        " (" (r.findings.len()) " finding(s))"
+                        @if let Some(o) = &v.scan_override {
+                            " — overridden by " (o.by) ": " (o.reason)
+                        } @else if r.failed() {
+                            " — approval and promotion are blocked until a platform override"
+                        }
+                    }
+                    @if !r.findings.is_empty() {
+                        table {
+                            caption { "Scan findings" }
+                            thead { tr { th scope="col" { "Rule" } th scope="col" { "Severity" } th scope="col" { "Where" } th scope="col" { "Finding" } } }
+                            tbody {
+                                @for f in &r.findings {
+                                    tr data-testid="scan-finding" {
+                                        th scope="row" { code { (f.rule) } }
+                                        td { (f.severity.as_str()) }
+                                        td { (f.file) ":" (f.line) }
+                                        td { (f.message) br; code { (f.excerpt) } }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -203,6 +203,8 @@ pub async fn skill(
             (json(&selected.manifest))
             h3 { "Front matter" }
             (json(&selected.frontmatter))
+            h3 { "Scan" }
+            (crate::pages::review::scan_section(selected))
             h3 { "Tests" }
             (json(&to_json(&selected.tests)))
             h3 { "Reviews" }

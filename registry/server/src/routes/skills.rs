@@ -19,8 +19,9 @@ use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
 use registry_skills::{
     Decision, DeprecateRequest, Deprecation, DiscoverList, DiscoverView, InstructionsView,
-    LifecycleState, Loaded, ReviewRecord, ReviewRequest, RollbackRequest, SelectView, TestResult,
-    TestResultsRequest, TestRun, VersionSummary, VersionView, YankRequest,
+    LifecycleState, Loaded, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
+    ScanOverrideRequest, SelectView, TestResult, TestResultsRequest, TestRun, VersionSummary,
+    VersionView, YankRequest,
 };
 
 #[derive(OpenApi)]
@@ -34,6 +35,7 @@ use registry_skills::{
         record_tests,
         review,
         promote,
+        scan_override,
         deprecate,
         yank,
         unyank,
@@ -58,6 +60,8 @@ use registry_skills::{
         TestRun,
         ReviewRequest,
         ReviewRecord,
+        ScanOverride,
+        ScanOverrideRequest,
         Decision,
         DeprecateRequest,
         Deprecation,
@@ -92,6 +96,7 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{v}/test-results"), post(record_tests))
         .route(&format!("{v}/review"), post(review))
         .route(&format!("{v}/promote"), post(promote))
+        .route(&format!("{v}/scan-override"), post(scan_override))
         .route(&format!("{v}/deprecate"), post(deprecate))
         .route(&format!("{v}/yank"), post(yank))
         .route(&format!("{v}/unyank"), post(unyank))
@@ -291,7 +296,8 @@ pub async fn record_tests(
     .await
 }
 
-/// Review: approve or reject, by a reviewer who is not the author (self-review: 403).
+/// Review: approve or reject, by a reviewer who is not the author (self-review: 403). Approving
+/// a version whose scan failed answers 409 `SCAN_FAILED` until a platform override.
 #[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/review",
     security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
     request_body = ReviewRequest,
@@ -310,7 +316,8 @@ pub async fn review(
 }
 
 /// Publish a draft: only when its tests passed on its digest and it was approved; else 409
-/// `INVALID_TRANSITION` with the state and the allowed transitions.
+/// `INVALID_TRANSITION` with the state and the allowed transitions. A version whose scan
+/// failed answers 409 `SCAN_FAILED` (findings in `details.findings`) until a platform override.
 #[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/promote",
     security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
     responses((status = 200, body = VersionView), (status = 409, body = ErrorBody)))]
@@ -321,6 +328,26 @@ pub async fn promote(
 ) -> ApiResult<axum::Json<VersionView>> {
     run_step(state, p, move |s, p| {
         s.services.skills.promote(p, &v.name, &v.version)
+    })
+    .await
+}
+
+/// Overrides a failing supply-chain scan so the version can be approved and promoted: platform
+/// principals only (403 otherwise), with a reason; 409 `CONFLICT` when the scan did not fail.
+/// Audited as `skill.scan_override` (ids and the digest; the reason stays in the version).
+#[utoipa::path(post, path = "/v1/skills/{name}/versions/{version}/scan-override",
+    security(("bearer" = [])), params(("name" = String, Path), ("version" = String, Path)),
+    request_body = ScanOverrideRequest,
+    responses((status = 200, body = VersionView), (status = 403, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn scan_override(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(v): Path<VersionPath>,
+    ApiJson(req): ApiJson<ScanOverrideRequest>,
+) -> ApiResult<axum::Json<VersionView>> {
+    run_step(state, p, move |s, p| {
+        s.services.skills.scan_override(p, &v.name, &v.version, req)
     })
     .await
 }
