@@ -668,8 +668,7 @@ impl MemoryService {
                     ..Default::default()
                 })?
                 .into_iter()
-                .filter(|r| access::may(p, Action::Read, &r.meta))
-                .next_back();
+                .rfind(|r| access::may(p, Action::Read, &r.meta));
             if let Some(old) = existing {
                 return Ok(self.fact_rule(req, cand, old));
             }
