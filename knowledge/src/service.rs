@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use registry_core::access;
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
 use registry_core::audit::AuditDraft;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
@@ -68,8 +69,10 @@ impl Default for KnowledgeConfig {
 }
 
 /// A document to ingest. Everything but `source_id`, `format` and `content` has a default:
-/// version = `sha256:` + 12 hex of the content, owner = the caller, authority = `reference`,
-/// scope = the caller's tenant, ACL = `["public"]`, `effective_at` = now.
+/// version = `sha256:` + 12 hex of the content, owner = the caller, authority = `reference`
+/// (for a new version of a document: the current version's), scope = the caller's tenant,
+/// ACL = `["public"]`, `effective_at` = now. A new version of a document needs its owner or an
+/// admin; lowering its authority needs an admin.
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct IngestRequest {
@@ -360,6 +363,8 @@ struct Prepared {
     expires_at: Option<DateTime<Utc>>,
     owner: String,
     authority: Authority,
+    /// False when `authority` defaulted (a new version then keeps the current one's).
+    authority_given: bool,
     scope: Scope,
     acl: Acl,
     sensitivity: registry_core::Sensitivity,
@@ -483,6 +488,7 @@ impl KnowledgeService {
             expires_at: req.expires_at,
             owner,
             authority,
+            authority_given: req.authority.is_some(),
             scope,
             acl,
             sensitivity: req
@@ -542,10 +548,34 @@ impl KnowledgeService {
             .into_iter()
             // Whoever governs the scope continues its documents even where an ACL keeps it
             // from reading them (an admin's ingest pipeline).
-            .filter(|r| p.can_see(&r.meta) || p.governs(&r.meta.scope))
+            .filter(|r| p.can_see(&r.meta) || access::governs(p, &r.meta))
             .collect();
         found.sort_by_key(|r| (r.meta.owner != p.user, std::cmp::Reverse(r.meta.updated_at)));
         Ok(found.into_iter().next())
+    }
+
+    /// A new version of the document `head` needs its owner or an admin of its scope
+    /// ([`access::Action::Replace`]), and only an admin lowers its authority (and with it the
+    /// trust its chunks carry). A new version that names no authority keeps the current one.
+    fn may_continue(
+        p: &Principal,
+        head: &AssetRecord,
+        body: &DocBody,
+        prep: &mut Prepared,
+    ) -> Result<()> {
+        access::require(p, access::Action::Replace, &head.meta)?;
+        if !prep.authority_given {
+            prep.authority = body.authority;
+        }
+        let lowers = prep.authority < body.authority || prep.authority.trust() < head.meta.trust;
+        if lowers && !access::governs(p, &head.meta) {
+            return Err(Error::Forbidden(format!(
+                "only an admin lowers a document's authority (from {} to {})",
+                body.authority.as_str(),
+                prep.authority.as_str()
+            )));
+        }
+        Ok(())
     }
 
     /// Ingests one document: validates, chunks and embeds, then commits the document version,
@@ -553,9 +583,12 @@ impl KnowledgeService {
     /// events in one atomic commit, then writes both indexes. Nothing is written when any step
     /// before the commit fails.
     pub fn ingest(&self, p: &Principal, req: IngestRequest) -> Result<IngestOutcome> {
-        let prep = self.validate(p, req)?;
+        let mut prep = self.validate(p, req)?;
         let head = self.current(p, &prep.scope, &prep.source_id)?;
         let head_body: Option<DocBody> = head.as_ref().map(parse_body).transpose()?;
+        if let (Some(h), Some(b)) = (&head, &head_body) {
+            Self::may_continue(p, h, b, &mut prep)?;
+        }
         if let (Some(h), Some(b)) = (&head, &head_body) {
             let same_meta = b.format == prep.format
                 && b.authority == prep.authority

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
+use registry_core::access::{self, Action, Sight};
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus};
 use registry_core::audit::AuditDraft;
 use registry_core::hash::sha256_hex;
@@ -508,7 +509,7 @@ impl MemoryService {
             return Ok(prev);
         }
         let verdict = if cand.screen.decision == Decision::Accepted {
-            self.decide(req, &cand, vector.as_deref())?
+            self.decide(p, req, &cand, vector.as_deref())?
         } else {
             Verdict::Store
         };
@@ -638,9 +639,13 @@ impl MemoryService {
             && body.is_some_and(|b| b.merged.len() < self.limits.max_merges)
     }
 
-    /// Rules 5–6 (duplicates, conflicts) for a candidate rules 1–4 accepted.
+    /// Rules 5–6 (duplicates, conflicts) for a candidate rules 1–4 accepted. Only records the
+    /// writer may read take part: a record hidden from it (ACL, clearance, purpose) is neither
+    /// merged into nor superseded, and the new record is stored beside it, so that a write
+    /// never confirms another's content nor names its id.
     fn decide(
         &self,
+        p: &Principal,
         req: &WriteRequest,
         cand: &Candidate,
         vector: Option<&[f32]>,
@@ -661,7 +666,8 @@ impl MemoryService {
             })?
             .into_iter()
             .find(|r| {
-                MemoryBody::from_record(r).is_some_and(|b| b.class == req.class)
+                access::may(p, Action::Read, &r.meta)
+                    && MemoryBody::from_record(r).is_some_and(|b| b.class == req.class)
                     && self.can_merge(cand, r)
             });
         if let Some(d) = dup {
@@ -683,7 +689,7 @@ impl MemoryService {
                     ..Default::default()
                 })?
                 .into_iter()
-                .next_back();
+                .rfind(|r| access::may(p, Action::Read, &r.meta));
             if let Some(old) = existing {
                 return Ok(self.fact_rule(req, cand, old));
             }
@@ -710,6 +716,7 @@ impl MemoryService {
                     continue;
                 };
                 if SERVABLE.contains(&r.meta.status)
+                    && access::may(p, Action::Read, &r.meta)
                     && r.lookup_key
                         .as_ref()
                         .is_none_or(|k| Some(k) == cand.lookup_key.as_ref())
@@ -1073,14 +1080,10 @@ impl MemoryService {
     /// writer and the reviewers and governors of its scope in full (they must judge it); any
     /// other state (revoked, expired, superseded) only its governors, without content.
     fn readable(&self, p: &Principal, r: &AssetRecord) -> Readable {
-        let m = &r.meta;
-        let judges = m.owner == p.user || p.can_review_in(&m.scope) || p.governs(&m.scope);
-        if m.status.is_servable() || (PENDING.contains(&m.status) && judges) {
-            Readable::Full
-        } else if p.governs(&m.scope) {
-            Readable::Metadata
-        } else {
-            Readable::No
+        match access::sight(p, &r.meta) {
+            Sight::Full => Readable::Full,
+            Sight::Metadata => Readable::Metadata,
+            Sight::None => Readable::No,
         }
     }
 
@@ -1093,7 +1096,8 @@ impl MemoryService {
         MemoryView::of(r, stats).ok_or_else(|| Error::NotFound(r.meta.id.clone()))
     }
 
-    fn view_as(&self, p: &Principal, r: &AssetRecord) -> Result<Option<MemoryView>> {
+    /// The view of `r` that `p` may have: in full, without content, or none.
+    pub fn view_as(&self, p: &Principal, r: &AssetRecord) -> Result<Option<MemoryView>> {
         Ok(match self.readable(p, r) {
             Readable::Full => Some(self.view(r)?),
             Readable::Metadata => Some(self.view(r)?.redacted()),
@@ -1271,7 +1275,8 @@ impl MemoryService {
                 heads_only: true,
                 ..Default::default()
             })? {
-                if old.meta.id == rec.meta.id {
+                // A record the reviewer may not read is not its to supersede.
+                if old.meta.id == rec.meta.id || !access::may(p, Action::Read, &old.meta) {
                     continue;
                 }
                 ops.push(WriteOp::SetStatus {
@@ -1350,9 +1355,7 @@ impl MemoryService {
     /// of a record in a scope they may write, or whoever governs its scope.
     pub fn revoke(&self, p: &Principal, id: &str) -> Result<MemoryView> {
         let rec = self.visible(p, id)?;
-        let may = p.governs(&rec.meta.scope)
-            || (p.can_write_into(&rec.meta.scope) && rec.meta.owner == p.user);
-        if !may {
+        if !access::may(p, Action::Delete, &rec.meta) {
             return Err(Error::Forbidden {
                 message: "only the owner or an admin may revoke this memory".into(),
                 reasons: vec![],

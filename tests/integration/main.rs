@@ -1,6 +1,7 @@
 //! One integration binary for the `registry` server: real SQLite, real HTTP, the real binary
 //! where a test needs a process (kill -9, configuration errors, the CLI).
 
+mod access;
 mod auth;
 mod cluster;
 #[allow(dead_code)]

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod access;
 pub mod acl;
 pub mod asset;
 pub mod audit;

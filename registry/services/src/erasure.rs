@@ -1,9 +1,12 @@
 //! Erasing a subject (a user of a tenant): what is the subject's is purged, down to the bytes
-//! — every asset in their user, session and task scopes, every memory about them anywhere in
-//! the tenant, their context manifests — and what they shared with others (tenant and project
+//! — every asset in their user, session and task scopes, the memories they wrote about
+//! themselves, their context manifests — and what they shared with others (tenant and project
 //! documents, skills, team memories they owned) is kept and re-owned to the tenant, listed in
-//! the receipt.
+//! the receipt. Other people's memories about the subject are never purged by an erasure: an
+//! admin of their scope gets them as a list to review. The erasure reaches only as far as its
+//! caller does (its projects, its clearance).
 
+use registry_core::access::{self, ErasureReach};
 use registry_core::asset::{AssetId, AssetKind};
 use registry_core::audit::AuditDraft;
 use registry_core::deletion::{DeletionLevel, Receipt};
@@ -23,6 +26,9 @@ pub struct ErasurePlan {
     pub purge: Vec<AssetId>,
     /// Kept, and re-owned to the tenant.
     pub reown: Vec<AssetId>,
+    /// Other people's memories about the subject: kept, for an admin of their scope to review
+    /// (listed to such an admin only, never purged by the erasure).
+    pub about_subject_for_review: Vec<AssetId>,
     /// Context manifests of the subject's requests, erased.
     pub context_manifests: usize,
 }
@@ -33,17 +39,19 @@ pub fn tenant_owner(tenant: &str) -> String {
 }
 
 impl Services {
-    /// What erasing `user` in `tenant` would purge and re-own (the tenant's heads, page by
-    /// page).
-    pub fn plan_erasure(&self, tenant: &str, user: &str) -> Result<ErasurePlan> {
+    /// What erasing `user` in `p`'s tenant would purge, re-own and leave for review, as far as
+    /// `p` reaches ([`access::erasure_reach`]: the subject's own data, within `p`'s projects,
+    /// and only what `p` may read). The tenant's heads, page by page.
+    pub fn plan_erasure(&self, p: &Principal, user: &str) -> Result<ErasurePlan> {
         let store = &self.backends.store;
         let subject = user.trim().to_lowercase();
         let mut purge = vec![];
         let mut reown = vec![];
+        let mut review = vec![];
         let mut cursor = None;
         loop {
             let page = store.find(&AssetQuery {
-                tenant: Some(tenant.to_string()),
+                tenant: Some(p.tenant.clone()),
                 heads_only: true,
                 after: cursor.clone(),
                 limit: Some(1000),
@@ -56,17 +64,16 @@ impl Services {
                 last.meta.version,
             ));
             for r in page {
-                let in_user_scope = r.meta.scope.user.as_deref() == Some(user);
                 let about_subject = r.meta.kind == AssetKind::Memory
                     && r.body
                         .get("subject")
                         .and_then(|v| v.as_str())
                         .is_some_and(|x| x.trim().to_lowercase() == subject);
-                if in_user_scope || about_subject {
-                    purge.push(r.meta.id);
-                } else if r.meta.owner == user && r.meta.kind != AssetKind::Chunk {
-                    // Chunks follow their document: re-owning it re-owns them.
-                    reown.push(r.meta.id);
+                match access::erasure_reach(p, user, &r.meta, about_subject) {
+                    ErasureReach::Purge => purge.push(r.meta.id),
+                    ErasureReach::Reown => reown.push(r.meta.id),
+                    ErasureReach::Review => review.push(r.meta.id),
+                    ErasureReach::Untouched => {}
                 }
             }
         }
@@ -74,11 +81,16 @@ impl Services {
             subject: user.to_string(),
             purge,
             reown,
-            context_manifests: store.count_manifests(tenant, user)?,
+            about_subject_for_review: review,
+            context_manifests: if access::erasure_reaches_manifests(p, user) {
+                store.count_manifests(&p.tenant, user)?
+            } else {
+                0
+            },
         })
     }
 
-    /// Carries out an erasure plan for `p` (the caller checked the right to).
+    /// Carries out an erasure plan `p` made (the caller checked the right to erase the subject).
     pub fn erase(
         &self,
         p: &Principal,
@@ -88,7 +100,11 @@ impl Services {
         let store = &self.backends.store;
         // The subject's context manifests go first, so that the purge's checkpoint takes their
         // pages out of the log too.
-        let manifests = store.erase_manifests(&p.tenant, &plan.subject)?;
+        let manifests = if access::erasure_reaches_manifests(p, &plan.subject) {
+            store.erase_manifests(&p.tenant, &plan.subject)?
+        } else {
+            0
+        };
         let reowned = self.reown(p, &plan)?;
         if plan.purge.is_empty() {
             if manifests > 0 || !reowned.is_empty() {

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::audit::{AuditEvent, Verification};
 use registry_core::deletion::Receipt;
@@ -102,7 +103,7 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page.iter().filter(|r| p.can_see(&r.meta)) {
+            for r in page.iter().filter(|r| access::may(p, Action::See, &r.meta)) {
                 // Release pointers are bookkeeping of the skills domain, not assets of their own.
                 if r.meta.kind == AssetKind::SkillVersion
                     && r.lookup_key
@@ -141,7 +142,7 @@ impl Services {
         let mut cursor = match after {
             None => None,
             Some(id) => match store.get(id)? {
-                Some(r) if p.can_see(&r.meta) => {
+                Some(r) if access::may(p, Action::See, &r.meta) => {
                     Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
                 }
                 _ => return Err(Error::not_found(format!("no asset {id}"))),
@@ -165,7 +166,10 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page.into_iter().filter(|r| p.can_see(&r.meta)) {
+            for r in page
+                .into_iter()
+                .filter(|r| access::may(p, Action::See, &r.meta))
+            {
                 if out.len() == limit {
                     let next = out.last().map(|r: &AssetRecord| r.meta.id.clone());
                     return Ok((out, next));
@@ -194,7 +198,7 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page.iter().filter(|r| p.can_see(&r.meta)) {
+            for r in page.iter().filter(|r| access::may(p, Action::See, &r.meta)) {
                 if let Some(k) = r
                     .lookup_key
                     .as_deref()

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use axum::extract::{Query, State};
 use maud::html;
+use registry_core::access::{self, Action, Sight};
 use registry_core::principal::Principal;
 use registry_services::Services;
 use serde::Deserialize;
@@ -38,11 +39,16 @@ fn label(
     Ok(s.backends
         .store
         .get(id)?
-        .filter(|r| p.can_see(&r.meta))
+        .filter(|r| access::may(p, Action::See, &r.meta))
         .map(|r| {
             let kind = r.meta.kind.as_str().to_string();
             let short: String = id.chars().take(8).collect();
-            let name = r.lookup_key.clone().unwrap_or(short);
+            // A memory seen without content keeps its lookup key (the fact's subject) back.
+            let name = r
+                .lookup_key
+                .clone()
+                .filter(|_| access::sight(p, &r.meta) == Sight::Full)
+                .unwrap_or(short);
             (
                 format!("{kind} {name}"),
                 kind,
@@ -126,7 +132,10 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<Derivation
                         format!(
                             "{} {}",
                             r.meta.kind.as_str(),
-                            r.lookup_key.clone().unwrap_or_else(|| r.meta.id.clone())
+                            r.lookup_key
+                                .clone()
+                                .filter(|_| access::sight(&p, &r.meta) == Sight::Full)
+                                .unwrap_or_else(|| r.meta.id.clone())
                         ),
                     )
                 })

@@ -28,7 +28,10 @@ pub async fn search(State(c): State<Console>, ctx: Ctx, Query(q): Query<SearchQu
             if query.is_empty() {
                 let (list, next) =
                     s.list_assets(&p, Some(AssetKind::Memory), after.as_deref(), 25)?;
-                let views: Vec<_> = list.iter().filter_map(|r| s.memory.view(r).ok()).collect();
+                let views: Vec<_> = list
+                    .iter()
+                    .filter_map(|r| s.memory.view_as(&p, r).ok().flatten())
+                    .collect();
                 Ok((None, views, next))
             } else {
                 let req: SearchRequest =

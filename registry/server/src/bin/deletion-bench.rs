@@ -138,12 +138,11 @@ fn main() -> anyhow::Result<()> {
 
     // (b) Every asset of one subject, as DELETE /v1/subjects/{user} does it.
     let t = Instant::now();
-    let plan = state.services.plan_erasure("acme", "ann")?;
-    let r = state.services.erase(
-        &Principal::new("acme", "ann"),
-        plan,
-        Some("bench: subject erasure".into()),
-    )?;
+    let ann = Principal::new("acme", "ann");
+    let plan = state.services.plan_erasure(&ann, "ann")?;
+    let r = state
+        .services
+        .erase(&ann, plan, Some("bench: subject erasure".into()))?;
     report(
         &format!("(b) subject with {memories} memories"),
         &r,

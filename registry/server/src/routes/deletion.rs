@@ -58,7 +58,9 @@ pub struct EraseParams {
 
 /// Erases a user of the caller's tenant (`DELETE /v1/subjects/{user}`): an admin, or the user
 /// themself with the writer role. What is the subject's is purged, down to the bytes; shared
-/// assets the subject owned are re-owned to the tenant and listed in the receipt.
+/// assets the subject owned are re-owned to the tenant and listed in the receipt. The erasure
+/// reaches only the caller's projects and what it may read; other people's memories about the
+/// subject are kept and listed to an admin (`about_subject_for_review` of the dry run).
 #[utoipa::path(delete, path = "/v1/subjects/{user}", security(("bearer" = [])),
     params(("user" = String, Path, description = "the subject's user id"), EraseParams),
     responses((status = 200, description = "the deletion receipt, or the plan with dry_run", body = ErasureAnswer),
@@ -78,7 +80,7 @@ pub async fn erase_subject(
     let reason = registry_core::deletion::check_reason(q.reason)?;
     state
         .blocking(move |s| {
-            let plan = s.services.plan_erasure(&p.tenant, &user)?;
+            let plan = s.services.plan_erasure(&p, &user)?;
             if q.dry_run.unwrap_or(false) {
                 return Ok(axum::Json(ErasureAnswer::Plan(plan)));
             }

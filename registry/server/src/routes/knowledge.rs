@@ -119,8 +119,8 @@ pub async fn get_document(
 }
 
 /// Deletes a document (every version), its chunks and their index entries, down to the
-/// purged level, and returns the deletion receipt. Needs the writer role in the document's
-/// scope; a document the caller cannot see answers 404.
+/// purged level, and returns the deletion receipt. Needs the document's owner (with the writer
+/// role in its scope) or an admin of its scope; a document the caller cannot see answers 404.
 #[utoipa::path(delete, path = "/v1/knowledge/documents/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "document id")),
     responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt),
@@ -137,11 +137,7 @@ pub async fn delete_document(
             if doc.meta.kind != registry_core::asset::AssetKind::Document {
                 return Err(ApiError::not_found(format!("no document {id}")));
             }
-            if !p.can_write_into(&doc.meta.scope) {
-                return Err(ApiError::forbidden(
-                    "the writer role in the document's scope is required",
-                ));
-            }
+            registry_core::access::require(&p, registry_core::access::Action::Delete, &doc.meta)?;
             let receipt = s.services.deletions.delete(
                 &p,
                 std::slice::from_ref(&id),

@@ -3,6 +3,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use registry_core::access;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::principal::{Principal, Role};
 use registry_core::store::{AssetQuery, AssetStore};
@@ -102,16 +103,20 @@ pub struct AssetView {
 }
 
 impl AssetView {
-    fn of(r: &AssetRecord) -> Self {
+    /// The view `p` may have of `r`: a memory it sees without content (a governor's view of a
+    /// revoked record) keeps its lookup key back, which names the fact's subject.
+    fn of(p: &Principal, r: &AssetRecord) -> Self {
+        let full = access::sight(p, &r.meta) == access::Sight::Full;
         AssetView {
             meta: r.meta.clone(),
-            lookup_key: r.lookup_key.clone(),
+            lookup_key: r.lookup_key.clone().filter(|_| full),
         }
     }
 }
 
-/// Reads an asset the principal may see. Another tenant's asset answers exactly like an id
-/// that does not exist, so existence never leaks.
+/// Reads an asset the principal may see ([`access::Action::See`]: a memory held for review or
+/// revoked only by those who judge or govern it). Another tenant's asset answers exactly like
+/// an id that does not exist, so existence never leaks.
 pub fn visible_record(store: &dyn AssetStore, p: &Principal, id: &str) -> ApiResult<AssetRecord> {
     let rec = store.get(id)?;
     match rec {
@@ -121,7 +126,7 @@ pub fn visible_record(store: &dyn AssetStore, p: &Principal, id: &str) -> ApiRes
 }
 
 fn can_see_meta(p: &Principal, m: &AssetMeta) -> bool {
-    p.can_see(m)
+    access::may(p, access::Action::See, m)
 }
 
 #[utoipa::path(get, path = "/v1/assets/{id}", security(("bearer" = [])),
@@ -134,11 +139,10 @@ pub async fn get_asset(
 ) -> ApiResult<axum::Json<AssetView>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(AssetView::of(&visible_record(
-                s.services.backends.store.as_ref(),
+            Ok(axum::Json(AssetView::of(
                 &p,
-                &id,
-            )?)))
+                &visible_record(s.services.backends.store.as_ref(), &p, &id)?,
+            )))
         })
         .await
 }
@@ -215,7 +219,7 @@ pub async fn list_assets(
                         more = true;
                         break 'pages;
                     }
-                    assets.push(AssetView::of(r));
+                    assets.push(AssetView::of(&p, r));
                 }
             }
             let next = if more {

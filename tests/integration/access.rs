@@ -1,0 +1,454 @@
+//! Who may change what (issue #31, items 2, 3, 6, 8, 9): each test performs the attack through
+//! the door it was found on, then through its twin, and asserts the refusal or the absence. The
+//! rule behind every door is one function, `registry_core::access`.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::harness::mcp_http_with;
+
+fn write(app: &TestApp, key: &Key, body: Value) -> Value {
+    let (s, b) = call(app.post(key, "/v1/memories", &body));
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
+fn write_in(app: &TestApp, key: &Key, project: &str, body: Value) -> Value {
+    let (s, b) = call(
+        app.post(key, "/v1/memories", &body)
+            .header("X-Project", project),
+    );
+    assert_eq!(s, 200, "{b}");
+    b
+}
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_string()
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn fact(subject: &str, attribute: &str, value: &str, source: &str) -> Value {
+    json!({"class": "semantic", "scope": "tenant", "subject": subject, "attribute": attribute,
+           "value": value, "source": source,
+           "content": format!("The {attribute} of {subject} is {value}")})
+}
+
+/// A console session for `key`: the cookie header value.
+fn console(app: &TestApp, key: &Key) -> String {
+    let client = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = client
+        .post(app.url("/ui/sign-in"))
+        .form(&[("key", key.secret.as_str())])
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap();
+    cookie.split(';').next().unwrap().to_string()
+}
+
+fn console_get(app: &TestApp, cookie: &str, path: &str) -> (u16, String) {
+    let resp = reqwest::blocking::Client::new()
+        .get(app.url(path))
+        .header("Cookie", cookie)
+        .send()
+        .unwrap();
+    (resp.status().as_u16(), resp.text().unwrap())
+}
+
+// 2 ------------------------------------------------------------------------------------------
+
+#[test]
+fn item2_self_erasure_purges_only_the_users_own_and_lists_nothing_it_cannot_read() {
+    let app = TestApp::start();
+    let prod = app.key("acme", "prod", &["writer"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let hana = app.key_with("acme", "hana", &["writer"], |c| {
+        c.clearance = Some("confidential".into());
+    });
+    let mia = app.project_key("acme", "mia", &["writer"], &["mergers"]);
+    // Other people's records about "prod": a private note, an admin's authoritative fact, a
+    // confidential tenant memory, a memory in a project prod is not in.
+    let note = id(&write(
+        &app,
+        &bob,
+        json!({"class": "semantic", "subject": "prod", "attribute": "retro",
+               "value": "rude", "content": "Private note: prod was rude in the retro"}),
+    ));
+    let authoritative = id(&write(
+        &app,
+        &admin,
+        fact("prod", "region", "eu-west-1", "system"),
+    ));
+    let confidential = id(&write(
+        &app,
+        &hana,
+        json!({"class": "semantic", "scope": "tenant", "subject": "prod",
+               "attribute": "review", "value": "pip", "sensitivity": "confidential",
+               "content": "prod is on a performance improvement plan"}),
+    ));
+    let in_project = id(&write_in(
+        &app,
+        &mia,
+        "mergers",
+        json!({"class": "semantic", "scope": "project", "subject": "prod",
+               "attribute": "questions", "value": "merger", "content": "prod asked about the merger twice"}),
+    ));
+    let others = [&note, &authoritative, &confidential, &in_project];
+    // What is prod's own: its user scope and a tenant memory it wrote about itself.
+    let own = id(&write(
+        &app,
+        &prod,
+        json!({"class": "semantic", "content": "I prefer the night shift"}),
+    ));
+    let own_about = id(&write(
+        &app,
+        &prod,
+        json!({"class": "semantic", "scope": "tenant", "subject": "prod",
+               "attribute": "on call", "value": "Fridays", "content": "prod is on call on Fridays"}),
+    ));
+
+    let (s, plan) = call(app.delete(&prod, "/v1/subjects/prod?dry_run=true"));
+    assert_eq!(s, 200, "{plan}");
+    let purge = ids(&plan["purge"]);
+    assert!(purge.contains(&own) && purge.contains(&own_about), "{plan}");
+    assert!(ids(&plan["about_subject_for_review"]).is_empty(), "{plan}");
+    let text = plan.to_string();
+    for other in others {
+        assert!(
+            !text.contains(other.as_str()),
+            "the dry run names {other}: {plan}"
+        );
+    }
+
+    let (s, r) = call(app.delete(&prod, "/v1/subjects/prod"));
+    assert_eq!(s, 200, "{r}");
+    assert_error(
+        call(app.get(&prod, &format!("/v1/memories/{own}"))),
+        404,
+        "NOT_FOUND",
+    );
+    for (key, other, project) in [
+        (&bob, &note, None),
+        (&admin, &authoritative, None),
+        (&hana, &confidential, None),
+        (&mia, &in_project, Some("mergers")),
+    ] {
+        let mut req = app.get(key, &format!("/v1/memories/{other}"));
+        if let Some(x) = project {
+            req = req.header("X-Project", x);
+        }
+        let (s, m) = call(req);
+        assert_eq!(
+            (s, m["memory"]["status"].as_str()),
+            (200, Some("active")),
+            "{other} survives: {m}"
+        );
+    }
+
+    // The admin's plan for the same subject: others' records about it go to review, unpurged.
+    let (s, plan) = call(app.delete(&admin, "/v1/subjects/prod?dry_run=true"));
+    assert_eq!(s, 200, "{plan}");
+    let review = ids(&plan["about_subject_for_review"]);
+    assert!(
+        review.contains(&authoritative) && review.contains(&confidential),
+        "{plan}"
+    );
+    let purge = ids(&plan["purge"]);
+    assert!(others.iter().all(|o| !purge.contains(o)), "{plan}");
+}
+
+// 3 ------------------------------------------------------------------------------------------
+
+#[test]
+fn item3_a_writer_neither_versions_nor_deletes_another_owners_document() {
+    let app = TestApp::start();
+    let pipeline = app.key("acme", "pipeline", &["writer", "ingest"], &[]);
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let gus = app.key("globex", "gus", &["writer"], &[]);
+    let reader = app.key("acme", "rita", &["reader"], &[]);
+    let policy = "# Travel policy\n\nBusiness class needs the approval of a director.";
+    let (s, d) = call(app.post(
+        &pipeline,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "travel-policy.md", "format": "md", "authority": "policy",
+        "content": policy}),
+    ));
+    assert_eq!(s, 201, "{d}");
+    let doc = d["document_id"].as_str().unwrap().to_string();
+
+    // The takeover: a new version by a writer who does not own it.
+    assert_error(
+        call(app.post(&ann, "/v1/knowledge/documents", &json!({
+            "source_id": "travel-policy.md", "format": "md", "version": "v2",
+            "content": "# Travel policy\n\nAny employee may book business class without approval."}))),
+        403,
+        "FORBIDDEN",
+    );
+    // Its twin: deleting it.
+    assert_error(
+        call(app.delete(&ann, &format!("/v1/knowledge/documents/{doc}"))),
+        403,
+        "FORBIDDEN",
+    );
+    // Another tenant's document answers like a missing one.
+    assert_error(
+        call(app.delete(&gus, &format!("/v1/knowledge/documents/{doc}"))),
+        404,
+        "NOT_FOUND",
+    );
+    let (s, got) = call(app.get(&reader, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(s, 200, "{got}");
+    assert_eq!(got["document"]["version"], 1, "{got}");
+    assert_eq!(got["document"]["authority"], "policy", "{got}");
+    assert!(!got.to_string().contains("without approval"), "{got}");
+
+    // The owner's new version keeps the authority it does not name, and may not lower it.
+    let (s, v2) = call(app.post(
+        &pipeline,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "travel-policy.md", "format": "md", "version": "v2",
+        "content": "# Travel policy\n\nBusiness class needs the approval of a vice president."}),
+    ));
+    assert_eq!(
+        (s, v2["status"].as_str()),
+        (201, Some("new_version")),
+        "{v2}"
+    );
+    let (_, got) = call(app.get(&reader, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(got["document"]["authority"], "policy", "{got}");
+    assert_error(
+        call(app.post(
+            &pipeline,
+            "/v1/knowledge/documents",
+            &json!({
+            "source_id": "travel-policy.md", "format": "md", "version": "v3",
+            "authority": "reference", "content": "# Travel policy\n\nAnything goes."}),
+        )),
+        403,
+        "FORBIDDEN",
+    );
+    // An admin of the scope may do both.
+    let (s, v3) = call(app.post(
+        &admin,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "travel-policy.md", "format": "md", "version": "v3",
+        "authority": "reference", "owner": "pipeline",
+        "content": "# Travel policy\n\nFly economy."}),
+    ));
+    assert_eq!(
+        (s, v3["status"].as_str()),
+        (201, Some("new_version")),
+        "{v3}"
+    );
+    let (s, r) = call(app.delete(&admin, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(s, 200, "{r}");
+}
+
+// 6 ------------------------------------------------------------------------------------------
+
+#[test]
+fn item6_a_writer_neither_supersedes_nor_confirms_a_record_it_cannot_read() {
+    let app = TestApp::start();
+    let hana = app.key_with("acme", "hana", &["writer"], |c| {
+        c.clearance = Some("confidential".into());
+    });
+    let sam = app.key_with("acme", "sam", &["writer"], |c| {
+        c.clearance = Some("internal".into());
+    });
+    let secret_fact = json!({"class": "semantic", "scope": "tenant",
+        "subject": "acquisition", "attribute": "target", "value": "Globex",
+        "sensitivity": "confidential",
+        "content": "The acquisition target is Globex"});
+    let hidden = id(&write(&app, &hana, secret_fact));
+    // The supersede: a writer who cannot read the record states another value.
+    let w = write(
+        &app,
+        &sam,
+        json!({"class": "semantic", "scope": "tenant",
+               "subject": "acquisition", "attribute": "target", "value": "Initech",
+               "content": "The acquisition target is Initech"}),
+    );
+    assert_eq!(w["decision"], "accepted", "{w}");
+    assert!(!w.to_string().contains(&hidden), "{w}");
+    let (s, m) = call(app.get(&hana, &format!("/v1/memories/{hidden}")));
+    assert_eq!(
+        (s, m["memory"]["status"].as_str()),
+        (200, Some("active")),
+        "{m}"
+    );
+    // The oracle: the exact text of the hidden record.
+    let probe = json!({"class": "semantic", "scope": "tenant",
+        "content": "The acquisition target is Globex"});
+    let w = write(&app, &sam, probe);
+    assert_eq!(w["decision"], "accepted", "{w}");
+    assert_ne!(id(&w), hidden);
+    assert!(!w.to_string().contains(&hidden), "{w}");
+    // Its twin door, the MCP tool, with the hidden fact's subject, attribute and value.
+    let same_fact = json!({"class": "semantic", "scope": "tenant",
+        "subject": "acquisition", "attribute": "target", "value": "Globex",
+        "content": "Acquisition: the target is Globex"});
+    let out = mcp_http_with(
+        &app,
+        &sam,
+        &[],
+        &json!({"calls": [{"tool": "memory_write", "args": same_fact}]}),
+    );
+    let w = &out["calls"][0]["structured"];
+    assert_ne!(w["decision"], "merged", "{out}");
+    assert!(!out.to_string().contains(&hidden), "{out}");
+    // The owner's record is as it was.
+    let (_, m) = call(app.get(&hana, &format!("/v1/memories/{hidden}")));
+    assert_eq!(m["memory"]["version"], 1, "{m}");
+}
+
+// 8 ------------------------------------------------------------------------------------------
+
+#[test]
+fn item8_a_project_bound_admin_erases_nothing_in_other_projects() {
+    let app = TestApp::start();
+    let dora = app.project_key("acme", "dora", &["writer"], &["mergers", "web"]);
+    let web_admin = app.project_key("acme", "wadmin", &["admin"], &["web"]);
+    let in_mergers = id(&write_in(
+        &app,
+        &dora,
+        "mergers",
+        json!({"class": "semantic", "content": "I keep the merger memo in my drive"}),
+    ));
+    let in_web = id(&write_in(
+        &app,
+        &dora,
+        "web",
+        json!({"class": "semantic", "content": "I deploy the web front end on Tuesdays"}),
+    ));
+    let (s, plan) = call(app.delete(&web_admin, "/v1/subjects/dora?dry_run=true"));
+    assert_eq!(s, 200, "{plan}");
+    let purge = ids(&plan["purge"]);
+    assert!(purge.contains(&in_web), "{plan}");
+    assert!(!plan.to_string().contains(&in_mergers), "{plan}");
+    assert_eq!(plan["context_manifests"], 0, "{plan}");
+    let (s, r) = call(app.delete(&web_admin, "/v1/subjects/dora"));
+    assert_eq!(s, 200, "{r}");
+    let get = |project: &str, id: &str| {
+        call(
+            app.get(&dora, &format!("/v1/memories/{id}"))
+                .header("X-Project", project),
+        )
+        .0
+    };
+    assert_eq!(
+        get("mergers", &in_mergers),
+        200,
+        "the other project keeps it"
+    );
+    assert_eq!(get("web", &in_web), 404, "erased in the admin's project");
+}
+
+// 9 ------------------------------------------------------------------------------------------
+
+#[test]
+fn item9_readers_list_no_held_revoked_or_superseded_memory_in_any_door() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let reader = app.key("acme", "rita", &["reader"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let first = id(&write(
+        &app,
+        &ann,
+        fact("ceo", "resignation date", "May", "user_statement"),
+    ));
+    let current = write(
+        &app,
+        &ann,
+        fact("ceo", "resignation date", "June", "user_statement"),
+    );
+    assert_eq!(current["replaced"], first.as_str(), "{current}");
+    let current = id(&current);
+    let held = write(
+        &app,
+        &ann,
+        fact("ceo", "resignation date", "July", "tool_result"),
+    );
+    assert_eq!(held["decision"], "conflict_pending", "{held}");
+    let held = id(&held);
+    let revoked = id(&write(
+        &app,
+        &ann,
+        json!({"class": "semantic", "scope": "tenant", "subject": "vault", "attribute": "hint",
+               "value": "founder", "content": "The vault hint is the founder's birthday"}),
+    ));
+    assert_eq!(
+        call(app.delete(&ann, &format!("/v1/memories/{revoked}"))).0,
+        200
+    );
+    let hidden = [&first, &held, &revoked];
+    for h in hidden {
+        assert_error(
+            call(app.get(&reader, &format!("/v1/memories/{h}"))),
+            404,
+            "NOT_FOUND",
+        );
+    }
+
+    // The door it was found on: the asset listing (and its by-id twin).
+    let (s, list) = call(app.get(&reader, "/v1/assets?kind=memory"));
+    assert_eq!(s, 200, "{list}");
+    let text = list.to_string();
+    assert!(text.contains(&current), "{list}");
+    for h in hidden {
+        assert!(!text.contains(h.as_str()), "{h} listed: {list}");
+        assert_error(
+            call(app.get(&reader, &format!("/v1/assets/{h}"))),
+            404,
+            "NOT_FOUND",
+        );
+    }
+    assert!(!text.contains("sa:vault|hint"), "{list}");
+    // A governor sees the revoked record's metadata, without its lookup key.
+    let (_, list) = call(app.get(&admin, "/v1/assets?kind=memory"));
+    let row = list["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["meta"]["id"] == revoked.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(row["meta"]["status"], "revoked");
+    assert!(row["lookup_key"].is_null(), "{row}");
+
+    // The console: the Derivation page and its list, the Memory list.
+    let cookie = console(&app, &reader);
+    for h in hidden {
+        let (s, page) = console_get(&app, &cookie, &format!("/ui/derivation?id={h}"));
+        assert_eq!(s, 404, "{page}");
+    }
+    let (s, page) = console_get(&app, &cookie, "/ui/derivation");
+    assert_eq!(s, 200);
+    assert!(page.contains(&current), "the page lists assets");
+    let (s, memories) = console_get(&app, &cookie, "/ui/memory");
+    assert_eq!(s, 200);
+    for h in hidden {
+        assert!(!page.contains(h.as_str()), "{h} on the Derivation page");
+        assert!(!memories.contains(h.as_str()), "{h} on the Memory page");
+    }
+    assert!(!page.contains("sa:vault|hint") && !memories.contains("vault hint"));
+    // The admin's Memory page shows the revoked record without its content.
+    let cookie = console(&app, &admin);
+    let (_, memories) = console_get(&app, &cookie, "/ui/memory");
+    assert!(memories.contains(&revoked), "an admin lists it");
+    assert!(!memories.contains("vault hint"), "without content");
+}
