@@ -75,7 +75,7 @@ pub async fn search(State(c): State<Console>, ctx: Ctx, Query(q): Query<SearchQu
                         tbody {
                             @for m in &list {
                                 tr {
-                                    td { a href=(format!("/ui/memory/{}", m.id)) { (m.content) } }
+                                    td { a href=(format!("/ui/memory/{}", m.id)) { @if m.content.is_empty() { "(content withheld) " (m.id) } @else { (m.content) } } }
                                     td { (scalar(&to_json(&m.class))) }
                                     td { (status(&m.status)) }
                                     td { (when(&m.created_at)) }
