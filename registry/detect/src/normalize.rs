@@ -332,8 +332,9 @@ const NOT_TYPOS: &[&str] = &[
     "override",
 ];
 
-fn edit_distance(a: &[u8], b: &[u8]) -> usize {
-    // Damerau–Levenshtein (optimal string alignment).
+/// Optimal string alignment distance (Levenshtein with adjacent transpositions) over any
+/// sequence: bytes here, characters in the skill scanner's typosquat check.
+pub fn edit_distance<T: PartialEq>(a: &[T], b: &[T]) -> usize {
     let (n, m) = (a.len(), b.len());
     let mut d = vec![vec![0usize; m + 1]; n + 1];
     for (i, row) in d.iter_mut().enumerate() {
