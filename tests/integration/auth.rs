@@ -58,7 +58,7 @@ fn header<'a>(r: &'a Response, name: &str) -> &'a str {
 }
 
 #[test]
-fn item10_a_keys_sign_ins_never_sign_out_another_keys_session() {
+fn a_keys_sign_ins_never_sign_out_another_keys_session() {
     let app = TestApp::start();
     let boss = app.key("globex", "gail", &["admin"], &[]);
     let rita = app.key("acme", "rita", &["reader"], &[]);
@@ -80,7 +80,7 @@ fn item10_a_keys_sign_ins_never_sign_out_another_keys_session() {
 }
 
 #[test]
-fn item11_console_pages_refuse_framing_sniffing_and_caching() {
+fn console_pages_refuse_framing_sniffing_and_caching() {
     let app = TestApp::start();
     let olga = app.key("acme", "olga", &["admin"], &[]);
     let client = console_client(LOCAL);
@@ -111,7 +111,7 @@ fn item11_console_pages_refuse_framing_sniffing_and_caching() {
 }
 
 #[test]
-fn item11_failed_sign_ins_are_throttled_per_client_and_lock_no_key() {
+fn failed_sign_ins_are_throttled_per_client_and_lock_no_key() {
     let app = TestApp::start();
     let olga = app.key("acme", "olga", &["admin"], &[]);
     let guesser = console_client(LOCAL);
@@ -134,7 +134,7 @@ fn item11_failed_sign_ins_are_throttled_per_client_and_lock_no_key() {
 }
 
 #[test]
-fn item11_plain_text_refusals_are_shown_in_the_console_error_page() {
+fn plain_text_refusals_are_shown_in_the_console_error_page() {
     let app = TestApp::start();
     let olga = app.key("acme", "olga", &["admin"], &[]);
     let client = console_client(LOCAL);
@@ -172,7 +172,7 @@ fn item11_plain_text_refusals_are_shown_in_the_console_error_page() {
 }
 
 #[test]
-fn item11_a_tenant_admins_overview_shows_no_registry_wide_job_runs() {
+fn a_tenant_admins_overview_shows_no_registry_wide_job_runs() {
     let app = TestApp::start();
     app.state.services.run_job("decay").unwrap();
     let gail = app.key("globex", "gail", &["admin"], &[]);
@@ -205,7 +205,7 @@ fn leave_found(app: &TestApp, key: &Key, purpose: Option<&str>) -> (u16, bool) {
 }
 
 #[test]
-fn item12_a_purpose_header_cannot_claim_a_purpose_the_key_lacks() {
+fn a_purpose_header_cannot_claim_a_purpose_the_key_lacks() {
     let app = TestApp::start();
     let hana = app.key_with("acme", "hana", &["writer", "ingest"], |c| {
         c.purposes = vec!["hr".into()];
@@ -281,7 +281,7 @@ fn mcp(app: &TestApp, key: &Key, session: Option<&str>, body: &Value) -> Respons
 }
 
 #[test]
-fn item12_an_mcp_session_answers_only_the_key_that_opened_it() {
+fn an_mcp_session_answers_only_the_key_that_opened_it() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let gus = app.key("globex", "gus", &["admin"], &[]);

@@ -42,7 +42,7 @@ fn audit_events(app: &TestApp, admin: &Key) -> Vec<Value> {
 // 1 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item01_a_tenant_admin_cannot_write_review_move_or_delete_anything_global() {
+fn a_tenant_admin_cannot_write_review_move_or_delete_anything_global() {
     let app = TestApp::start();
     let evil_admin = app.key("globex", "mallory", &["admin", "writer", "reviewer"], &[]);
     let evil_reviewer = app.key("globex", "rita", &["reviewer"], &[]);
@@ -164,7 +164,7 @@ fn raw_archive(files: &[(&str, &[u8])]) -> Vec<u8> {
 }
 
 #[test]
-fn item02_a_yaml_alias_bomb_in_skill_md_is_refused_without_expanding() {
+fn a_yaml_alias_bomb_in_skill_md_is_refused_without_expanding() {
     let app = TestApp::start();
     let author = app.key("acme", "ann", &["writer"], &[]);
     let mut yaml = String::from("---\nname: bomb\ndescription: &a [\"lol\"]\n");
@@ -200,7 +200,7 @@ fn item02_a_yaml_alias_bomb_in_skill_md_is_refused_without_expanding() {
 // 3 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item03_the_gate_screens_and_caps_every_free_text_field() {
+fn the_gate_screens_and_caps_every_free_text_field() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let field = |v: &Value, code: &str| -> Vec<String> {
@@ -265,7 +265,7 @@ fn item03_the_gate_screens_and_caps_every_free_text_field() {
 // 4 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item04_a_declared_source_never_raises_trust_and_only_a_reviewer_supersedes_a_confirmed_record() {
+fn a_declared_source_never_raises_trust_and_only_a_reviewer_supersedes_a_confirmed_record() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let rev = app.key("acme", "rev", &["reviewer", "writer"], &[]);
@@ -307,7 +307,7 @@ fn item04_a_declared_source_never_raises_trust_and_only_a_reviewer_supersedes_a_
 // 5 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item05_readers_cannot_vote_votes_count_once_and_retirement_goes_to_review() {
+fn readers_cannot_vote_votes_count_once_and_retirement_goes_to_review() {
     let app = TestApp::start();
     let owner = app.key("acme", "ops", &["writer"], &[]);
     let reader = app.key("acme", "rita", &["reader"], &[]);
@@ -359,7 +359,7 @@ fn item05_readers_cannot_vote_votes_count_once_and_retirement_goes_to_review() {
 // 6 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item06_a_revoked_memory_answers_404_by_id_and_admins_see_only_metadata() {
+fn a_revoked_memory_answers_404_by_id_and_admins_see_only_metadata() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let admin = app.key("acme", "root", &["admin"], &[]);
@@ -387,7 +387,7 @@ fn item06_a_revoked_memory_answers_404_by_id_and_admins_see_only_metadata() {
 // 7 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item07_an_ingest_past_its_deadline_answers_408_and_commits_nothing() {
+fn an_ingest_past_its_deadline_answers_408_and_commits_nothing() {
     let app = TestApp::start_with(|c| c.request_timeout_secs = 1);
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let content: String = (0..3000)
@@ -418,7 +418,7 @@ fn item07_an_ingest_past_its_deadline_answers_408_and_commits_nothing() {
 // 8 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item08_oversized_packs_reviews_and_listings_are_bounded() {
+fn oversized_packs_reviews_and_listings_are_bounded() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let rev = app.key("acme", "rev", &["reviewer"], &[]);
@@ -489,7 +489,7 @@ fn item08_oversized_packs_reviews_and_listings_are_bounded() {
 }
 
 #[test]
-fn item08_mcp_sessions_per_key_stay_within_the_limit() {
+fn mcp_sessions_per_key_stay_within_the_limit() {
     let app = TestApp::start_with(|c| c.mcp_max_sessions_per_key = 4);
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -532,7 +532,7 @@ fn item08_mcp_sessions_per_key_stay_within_the_limit() {
 // 9 ------------------------------------------------------------------------------------------
 
 #[test]
-fn item09_the_audit_log_and_manifests_keep_no_erasable_user_text() {
+fn the_audit_log_and_manifests_keep_no_erasable_user_text() {
     let app = TestApp::start();
     let alice = app.key("acme", "alice", &["writer"], &[]);
     let admin = app.key("acme", "root", &["admin"], &[]);
@@ -577,7 +577,7 @@ fn item09_the_audit_log_and_manifests_keep_no_erasable_user_text() {
 // 10 -----------------------------------------------------------------------------------------
 
 #[test]
-fn item10_nobody_files_a_document_as_another_and_self_erasure_keeps_shared_releases() {
+fn nobody_files_a_document_as_another_and_self_erasure_keeps_shared_releases() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let rev = app.key("acme", "rev", &["reviewer"], &[]);
@@ -663,7 +663,7 @@ fn item10_nobody_files_a_document_as_another_and_self_erasure_keeps_shared_relea
 // 11 -----------------------------------------------------------------------------------------
 
 #[test]
-fn item11_a_tenant_draft_does_not_hide_a_global_release() {
+fn a_tenant_draft_does_not_hide_a_global_release() {
     let app = TestApp::start();
     let ops = app.platform_key("ops", &["admin", "writer"]);
     let ops_rev = app.platform_key("ops-review", &["reviewer"]);
@@ -745,7 +745,7 @@ fn rechain(conn: &rusqlite::Connection, from: i64) {
 }
 
 #[test]
-fn item12_a_rewritten_or_truncated_audit_chain_is_detected_even_with_the_triggers_dropped() {
+fn a_rewritten_or_truncated_audit_chain_is_detected_even_with_the_triggers_dropped() {
     crate::sqlite_only!("it reads or edits registry.db (the SQLite file) directly");
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -816,7 +816,7 @@ fn item12_a_rewritten_or_truncated_audit_chain_is_detected_even_with_the_trigger
 // 13 -----------------------------------------------------------------------------------------
 
 #[test]
-fn item13_no_existence_oracles_and_no_reach_across_owners() {
+fn no_existence_oracles_and_no_reach_across_owners() {
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);
     let bob = app.key("acme", "bob", &["writer"], &[]);
@@ -894,7 +894,7 @@ fn item13_no_existence_oracles_and_no_reach_across_owners() {
 // 14 -----------------------------------------------------------------------------------------
 
 #[test]
-fn item14_bad_queries_methods_and_trailing_archive_bytes_get_coded_answers() {
+fn bad_queries_methods_and_trailing_archive_bytes_get_coded_answers() {
     let app = TestApp::start();
     let admin = app.key("acme", "root", &["admin", "writer"], &[]);
     let b = assert_error(
@@ -935,7 +935,7 @@ fn item14_bad_queries_methods_and_trailing_archive_bytes_get_coded_answers() {
 // 16 -----------------------------------------------------------------------------------------
 
 #[test]
-fn item16_an_internal_error_answers_a_code_and_a_request_id_never_backend_text() {
+fn an_internal_error_answers_a_code_and_a_request_id_never_backend_text() {
     crate::sqlite_only!("it breaks registry.db (the SQLite file) on purpose");
     let app = TestApp::start();
     let ann = app.key("acme", "ann", &["writer"], &[]);

@@ -13,8 +13,9 @@ use registry_detect::{MODEL, Model, analyse};
 /// kept, on phrasings the classifier never saw.
 const GOAL_BLOCK: f64 = 0.95;
 const GOAL_KEPT: f64 = 0.97;
-/// What this detector measured on the held-out split when it was committed (145 of 164
-/// attacks, 158 of 160 legitimate): a guard against regressions while the goal is not met.
+/// What the classifier alone measured on the held-out split when it was committed (145 of 164
+/// attacks, 158 of 160 legitimate): a guard against regressions of the fallback, which does not
+/// meet the goal on its own.
 /// The b20/b21 train files took it from 143 to 140 attacks (the guard was 142) while every
 /// measure the model may be chosen on rose (cross-validated block 72.5% → 75.4%, `dev/dev4`
 /// 75.5% → 76.8%, `dev/dev5` 82% → 86%); three texts of 164 are within this split's sampling
@@ -46,14 +47,13 @@ fn held_out_block_and_kept_rates() {
     println!("held-out split, from an external source (any steering held):");
     print!("{}", external.render("language"));
     let all = by_lang.all;
-    let met = all.block_rate() >= GOAL_BLOCK && all.kept_rate() >= GOAL_KEPT;
+    // The classifier alone is the gate's fallback when its embedding model is not loaded; the
+    // goal binds the gate as it decides with its model (`held_out_with_the_second_opinion`).
+    // Here only a regression below the committed figures fails.
     println!(
-        "held-out block {:.1}%, kept {:.1}%: goal (block >= {:.0}%, kept >= {:.0}%) {}",
+        "held-out, classifier alone: block {:.1}%, kept {:.1}%",
         100.0 * all.block_rate(),
         100.0 * all.kept_rate(),
-        100.0 * GOAL_BLOCK,
-        100.0 * GOAL_KEPT,
-        if met { "met" } else { "NOT met" }
     );
     assert!(
         all.block_rate() >= MEASURED_BLOCK - 1e-9 && all.kept_rate() >= MEASURED_KEPT - 1e-9,
@@ -90,8 +90,14 @@ fn held_out_with_the_second_opinion() {
     }
     print!("{}", by_lang.render("held-out, with the second opinion"));
     let all = by_lang.all;
-    let met = all.block_rate() >= GOAL_BLOCK && all.kept_rate() >= GOAL_KEPT;
-    println!("goal {}", if met { "met" } else { "NOT met" });
+    assert!(
+        all.block_rate() >= GOAL_BLOCK && all.kept_rate() >= GOAL_KEPT,
+        "the goal (block >= {:.0}%, kept >= {:.0}%) is missed: block {:.1}%, kept {:.1}%",
+        100.0 * GOAL_BLOCK,
+        100.0 * GOAL_KEPT,
+        100.0 * all.block_rate(),
+        100.0 * all.kept_rate(),
+    );
     assert!(
         all.block_rate() >= MEASURED_BLOCK_SECOND - 1e-9
             && all.kept_rate() >= MEASURED_KEPT_SECOND - 1e-9,
