@@ -1,13 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-/// Every binary built on this crate (the `registry` server, the benches, the tests) allocates
-/// with mimalloc: a search decodes and drops a few hundred records and glibc's allocator spent
-/// about 7% of memory-bench's CPU in its free lists.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod cli;
 pub mod config;
 

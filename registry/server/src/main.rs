@@ -3,6 +3,12 @@ use clap::Parser;
 use registry_server::cli::{Cli, Command, JobsCommand, run_admin};
 use registry_server::state::AppState;
 
+/// The server allocates with mimalloc: a search decodes and drops a few hundred records and
+/// glibc's allocator spent about 7% of memory-bench's CPU in its free lists. (The benches
+/// declare the same in `registry-bench`, so that their figures are the server's.)
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -75,7 +81,7 @@ fn run() -> anyhow::Result<i32> {
         }
         Command::Knowledge(k) => {
             let state = AppState::open(config.clone()).context("start-up failed")?;
-            registry_server::routes::knowledge::run_cli(&state, k)
+            registry_server::cli::knowledge::run_cli(&state, k)
         }
         other => {
             std::fs::create_dir_all(&config.data_dir).with_context(|| {

@@ -1,6 +1,14 @@
-//! What the bench binaries share (behind the `bench` feature): a registry served in-process on
-//! a loopback port, plain HTTP/1.1 requests to it as a harness would make them, percentiles,
-//! flags and the shared data's BEIR sets.
+//! The bench binaries (`src/bin/*`) and what they share: a registry served in-process on a
+//! loopback port, plain HTTP/1.1 requests to it as a harness would make them, percentiles and
+//! the shared data's BEIR sets. Tools, not the registry: the server crate knows nothing of them.
+//! Every bench takes its flags through clap (`--help` prints its usage), prints figures and
+//! asserts nothing.
+
+/// The allocator the `registry` binary runs with, so that the figures are the server's:
+/// mimalloc (a search decodes and drops a few hundred records, and glibc's allocator spent
+/// about 7% of memory-bench's CPU in its free lists).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -9,8 +17,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::config::Config;
-use crate::state::AppState;
+use registry_server::config::Config;
+use registry_server::state::AppState;
 
 /// One HTTP/1.1 request on a fresh connection; returns the status and the JSON body.
 pub fn http(
@@ -88,7 +96,7 @@ pub fn start_server(config: Config) -> anyhow::Result<(AppState, SocketAddr)> {
             .expect("runtime");
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");
-            crate::serve_until(st, listener, std::future::pending())
+            registry_server::serve_until(st, listener, std::future::pending())
                 .await
                 .expect("serve");
         });
@@ -164,9 +172,9 @@ pub fn fact(rng: &mut impl rand::Rng, i: usize) -> (String, String) {
 
 /// A writer key for user `ann` of tenant `bench`, made in `state`'s store: the benches' caller.
 pub fn writer_key(state: &AppState) -> anyhow::Result<String> {
-    let (_, secret) = crate::cli::create_key(
+    let (_, secret) = registry_server::cli::create_key(
         state.services.backends.store.as_ref(),
-        &crate::cli::CreateKey {
+        &registry_server::cli::CreateKey {
             tenant: Some("bench".into()),
             user: "ann".into(),
             roles: vec!["writer".into()],
@@ -174,13 +182,6 @@ pub fn writer_key(state: &AppState) -> anyhow::Result<String> {
         },
     )?;
     Ok(secret)
-}
-
-/// The value after flag `name` in `args`.
-pub fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// A BEIR-layout set (`corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv`) under the shared data

@@ -6,7 +6,7 @@
 //! nothing.
 //!
 //! ```text
-//! cargo run --release -p registry-server --features bench --bin deletion-bench -- \
+//! cargo run --release -p registry-bench --bin deletion-bench -- \
 //!     [--chunks 1000] [--memories 10000] [--others 20000] [--data-dir DIR]
 //! ```
 //!
@@ -28,7 +28,6 @@ use registry_core::store::WriteOp;
 use registry_core::{Scope, SourceKind};
 use registry_knowledge::IngestRequest;
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
-use registry_server::bench::arg;
 use registry_server::config::Config;
 use registry_server::state::AppState;
 
@@ -53,22 +52,33 @@ const FACTS: &[&str] = &[
     "asked about the holiday calendar",
 ];
 
-fn num(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
-    Ok(arg(args, name)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(default))
+/// Wall time to delete one knowledge document and one subject's memories down to the purged
+/// level, with the receipts' stage breakdown. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// Chunks of the deleted document.
+    #[arg(long, default_value_t = 1_000)]
+    chunks: usize,
+    /// Memories of the erased subject.
+    #[arg(long, default_value_t = 10_000)]
+    memories: usize,
+    /// Other users' memories beside them.
+    #[arg(long, default_value_t = 20_000)]
+    others: usize,
+    /// Keep the store in this directory (default: a temporary one, removed at the end).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let chunks = num(&args, "--chunks", 1_000)?;
-    let memories = num(&args, "--memories", 10_000)?;
-    let others = num(&args, "--others", 20_000)?;
+    let Options {
+        chunks,
+        memories,
+        others,
+        data_dir,
+    } = clap::Parser::parse();
     let tmp = std::env::temp_dir().join(format!("deletion-bench-{}", std::process::id()));
-    let dir = arg(&args, "--data-dir")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| tmp.clone());
+    let dir = data_dir.unwrap_or_else(|| tmp.clone());
     let mut config = Config {
         data_dir: dir.clone(),
         ..Config::default()

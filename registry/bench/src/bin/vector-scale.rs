@@ -1,12 +1,11 @@
-//! Retrieval benchmarks. Prints figures; asserts nothing.
+//! Vector index at scale. Prints figures; asserts nothing.
 //!
 //! ```text
-//! cargo run --release -p registry-engine --features bench --bin registry-bench -- scale [options]
+//! cargo run --release -p registry-bench --bin vector-scale -- [options]   (--help lists them)
 //! ```
 //!
-//! Subcommands:
-//! - `scale`: random unit vectors over several tenants through the `VectorIndex` trait, then
-//!   latency of searches restricted to one tenant by its filter, and resident memory.
+//! Random unit vectors over several tenants through the `VectorIndex` trait, then latency of
+//! searches restricted to one tenant by its filter, and resident memory.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,64 +17,42 @@ use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, VectorEntry, VectorIndex, VisibilityFilter};
 use registry_vector_index::EmbeddedVectorIndex;
 
-const USAGE: &str = "usage: registry-bench <subcommand> [--name value ...]
-
-subcommands:
-  scale   --vectors 1000000 --tenants 10 --dim 384 --queries 200 --k 10 --batch 10000
-          [--dir PATH (default: a temporary directory)] [--seed 42] [--no-reopen]";
-
-/// `--name value` pairs after the subcommand.
-struct Args(Vec<(String, String)>);
-
-impl Args {
-    fn parse(raw: &[String]) -> Result<Self, String> {
-        let mut out = vec![];
-        let mut it = raw.iter();
-        while let Some(name) = it.next() {
-            let name = name
-                .strip_prefix("--")
-                .ok_or_else(|| format!("unexpected argument {name:?}"))?;
-            if name.starts_with("no-") {
-                out.push((name.to_string(), String::new()));
-                continue;
-            }
-            let value = it.next().ok_or_else(|| format!("--{name} needs a value"))?;
-            out.push((name.to_string(), value.clone()));
-        }
-        Ok(Args(out))
-    }
-
-    fn get<T: std::str::FromStr>(&self, name: &str, default: T) -> Result<T, String> {
-        match self.0.iter().rev().find(|(n, _)| n == name) {
-            None => Ok(default),
-            Some((_, v)) => v.parse().map_err(|_| format!("--{name}: bad value {v:?}")),
-        }
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        self.0.iter().any(|(n, _)| n == name)
-    }
-
-    fn path(&self, name: &str) -> Option<PathBuf> {
-        self.0
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| PathBuf::from(v))
-    }
+/// Random unit vectors over several tenants through the `VectorIndex` trait, then the latency
+/// of searches restricted to one tenant by its filter, and resident memory. Prints figures;
+/// asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// Vectors in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    vectors: usize,
+    /// Tenants they are spread over.
+    #[arg(long, default_value_t = 10)]
+    tenants: usize,
+    /// Dimensions.
+    #[arg(long, default_value_t = 384)]
+    dim: usize,
+    /// Searches, each restricted to one tenant.
+    #[arg(long, default_value_t = 200)]
+    queries: usize,
+    /// Hits per search.
+    #[arg(long, default_value_t = 10)]
+    k: usize,
+    /// Vectors per write.
+    #[arg(long, default_value_t = 10_000)]
+    batch: usize,
+    /// Keep the index here (default: a temporary directory, removed at the end).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Seed of the random vectors.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Skip reopening the index at the end.
+    #[arg(long)]
+    no_reopen: bool,
 }
 
 fn main() -> ExitCode {
-    let raw: Vec<String> = std::env::args().skip(1).collect();
-    let Some((cmd, rest)) = raw.split_first() else {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    let result = Args::parse(rest).and_then(|args| match cmd.as_str() {
-        "scale" => scale(&args),
-        other => Err(format!("unknown subcommand {other:?}\n{USAGE}")),
-    });
-    match result {
+    match scale(&clap::Parser::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -194,19 +171,21 @@ fn report(label: &str, times: &[Duration]) {
     );
 }
 
-fn scale(args: &Args) -> Result<(), String> {
-    let n: usize = args.get("vectors", 1_000_000)?;
-    let tenants: usize = args.get("tenants", 10)?;
-    let dim: usize = args.get("dim", 384)?;
-    let nq: usize = args.get("queries", 200)?;
-    let k: usize = args.get("k", 10)?;
-    let batch: usize = args.get("batch", 10_000)?;
-    let seed: u64 = args.get("seed", 42)?;
+fn scale(args: &Options) -> Result<(), String> {
+    let (n, tenants, dim, nq, k, batch, seed) = (
+        args.vectors,
+        args.tenants,
+        args.dim,
+        args.queries,
+        args.k,
+        args.batch,
+        args.seed,
+    );
     if tenants == 0 || n < tenants || batch == 0 || nq == 0 || k == 0 {
         return Err("need vectors >= tenants >= 1, batch >= 1, queries >= 1, k >= 1".into());
     }
     let tmp;
-    let dir = match args.path("dir") {
+    let dir = match args.dir.clone() {
         Some(d) => d,
         None => {
             tmp = tempdir()?;
@@ -296,7 +275,7 @@ fn scale(args: &Args) -> Result<(), String> {
     );
     memory_line("after search");
 
-    if !args.flag("no-reopen") {
+    if !args.no_reopen {
         drop(ix);
         let t = Instant::now();
         let ix = EmbeddedVectorIndex::open(&dir, dim).map_err(|e| e.to_string())?;
@@ -311,7 +290,7 @@ fn scale(args: &Args) -> Result<(), String> {
             &run_queries(&ix, &queries, &one, k)?,
         );
     }
-    if args.path("dir").is_none() {
+    if args.dir.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(())

@@ -17,41 +17,31 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{pct, search_memories, start_server, write_memory, writer_key};
+use registry_bench::{pct, search_memories, start_server, write_memory, writer_key};
 use registry_server::config::Config;
 
+/// Concurrent clients against one registry over HTTP, a mix of memory searches and writes.
+/// Prints figures; asserts nothing.
+#[derive(clap::Parser)]
 struct Options {
+    /// Distinct facts written before the rounds.
+    #[arg(long, default_value_t = 300)]
     memories: usize,
+    /// Client counts, one round each.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 16])]
     clients: Vec<usize>,
+    /// Seconds per round.
+    #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// Share of requests that are writes (0..1).
+    #[arg(long, default_value_t = 0.2)]
     write_share: f64,
 }
 
 fn parse_args() -> anyhow::Result<Options> {
-    let mut o = Options {
-        memories: 300,
-        clients: vec![1, 4, 16],
-        seconds: 10,
-        write_share: 0.2,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--memories" => o.memories = value()?.parse()?,
-            "--clients" => {
-                o.clients = value()?
-                    .split(',')
-                    .map(|c| c.trim().parse())
-                    .collect::<Result<_, _>>()?
-            }
-            "--seconds" => o.seconds = value()?.parse()?,
-            "--write-share" => o.write_share = value()?.parse()?,
-            other => bail!("unknown argument {other}"),
-        }
-    }
+    let o: Options = clap::Parser::parse();
     if o.clients.is_empty() || o.clients.contains(&0) || o.memories == 0 {
         bail!("--clients needs counts above 0 and --memories at least 1");
     }
@@ -63,7 +53,7 @@ fn parse_args() -> anyhow::Result<Options> {
 
 /// The `i`th fact and its question: the same for a given `i` in every round and client.
 fn fact(i: usize) -> (String, String) {
-    registry_server::bench::fact(&mut rand::rngs::StdRng::seed_from_u64(i as u64), i)
+    registry_bench::fact(&mut rand::rngs::StdRng::seed_from_u64(i as u64), i)
 }
 
 fn write(addr: SocketAddr, key: &str, text: &str) -> anyhow::Result<()> {

@@ -1,7 +1,7 @@
 //! Skills benchmark: discovery latency with N published skills (default 10,000), publish
 //! latency for a 1 MB skill, and tokens per discovery entry. Prints figures; asserts nothing.
 //!
-//! `cargo run --release -p registry-server --features bench --bin skills-bench -- [N]`
+//! `cargo run --release -p registry-bench --bin skills-bench -- [N]`
 //!
 //! Setup goes through the service layer (`registry_skills`), not HTTP: publish, test
 //! results, review and promote for every skill (each promote indexes its release), and one
@@ -182,11 +182,17 @@ fn release(state: &AppState, ann: &Principal, rita: &Principal, bytes: &[u8]) ->
     publish
 }
 
+/// Discovery latency with N published skills, publish latency for a 1 MB skill, and tokens
+/// per discovery entry. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// Skills published before discovery is measured.
+    #[arg(default_value_t = 10_000)]
+    n: usize,
+}
+
 fn main() {
-    let n: usize = std::env::args()
-        .nth(1)
-        .map(|s| s.parse().expect("N must be a number"))
-        .unwrap_or(10_000);
+    let Options { n } = clap::Parser::parse();
     let tmp = tempfile_dir();
     let config = Config {
         data_dir: tmp.join("data"),

@@ -4,7 +4,7 @@
 //! held-out score, ingest throughput and search latency. Figures are printed, never asserted.
 //!
 //! ```text
-//! cargo run --release -p registry-server --features bench --bin knowledge-bench -- [--dataset NAME] [--k N] [--limit N] [--data-dir DIR] [--threads N]
+//! cargo run --release -p registry-bench --bin knowledge-bench -- [--dataset NAME] [--k N] [--limit N] [--data-dir DIR] [--threads N]
 //! ```
 //! `--k N`: evidence asked per query (default 200, so that Recall@100 means something; the
 //! API's default is 10).
@@ -23,7 +23,7 @@ use registry_core::principal::{Principal, Role};
 use registry_core::store::AssetQuery;
 use registry_knowledge::service::{FusionKind, SearchLegs};
 use registry_knowledge::{IngestRequest, SearchRequest};
-use registry_server::bench::{arg, data_root, read_jsonl};
+use registry_bench::{data_root, read_jsonl};
 use registry_server::config::Config;
 use registry_server::state::AppState;
 
@@ -54,22 +54,39 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
+/// A BEIR-layout set through the knowledge API: nDCG@10 and Recall@100 per retrieval mode,
+/// ingest throughput and search latency. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// A BEIR-layout set of the shared data: `scifact` or `cmrc2018-trial` (Chinese).
+    #[arg(long, default_value = "scifact")]
+    dataset: String,
+    /// Evidence asked per query (the API's default is 10).
+    #[arg(long, default_value_t = 200)]
+    k: usize,
+    /// Only the documents relevant to the test queries plus the first N others.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Keep the ingested store here; a later run with the same directory skips ingest.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Embedder threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let limit: Option<usize> = arg(&args, "--limit").map(|s| s.parse()).transpose()?;
-    let threads: usize = arg(&args, "--threads")
-        .map(|s| s.parse())
-        .transpose()?
+    let o: Options = clap::Parser::parse();
+    let limit = o.limit;
+    let threads = o
+        .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    let dataset = arg(&args, "--dataset").unwrap_or_else(|| "scifact".into());
+    let dataset = o.dataset;
     if dataset.contains(['/', '\\']) || dataset.starts_with('.') {
         anyhow::bail!("--dataset names a directory of the shared data, not a path");
     }
     let root = data_root(&dataset);
-    let k: usize = arg(&args, "--k")
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(200);
+    let k = o.k;
     let corpus = read_jsonl(&root.join("corpus.jsonl"))?;
     let queries: HashMap<String, String> = read_jsonl(&root.join("queries.jsonl"))?
         .into_iter()
@@ -107,8 +124,8 @@ fn main() -> anyhow::Result<()> {
         })
         .collect();
 
-    let (data_dir, _tmp) = match arg(&args, "--data-dir") {
-        Some(d) => (PathBuf::from(d), None),
+    let (data_dir, _tmp) = match o.data_dir {
+        Some(d) => (d, None),
         None => {
             let t = std::env::temp_dir().join(format!("knowledge-bench-{}", std::process::id()));
             (t.clone(), Some(TempDir(t)))

@@ -10,7 +10,7 @@
 //! The database URL defaults to `$REGISTRY_TEST_PG_URL`, Qdrant's (gRPC) to
 //! `$REGISTRY_TEST_QDRANT_URL` (without one, the Qdrant profile is left out);
 //! `bash scripts/qdrant-test.sh -- bash scripts/pg-test.sh -- cargo run --release -p
-//! registry-server --features bench --bin cluster-bench` runs it on a throw-away cluster and
+//! registry-bench --bin cluster-bench` runs it on a throw-away cluster and
 //! Qdrant.
 //! Each node is a registry served in-process on a loopback port with a data directory of its
 //! own (its own text and vector indexes, following the change log), both nodes on one fresh
@@ -27,38 +27,34 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rand::{Rng, SeedableRng};
-use registry_server::bench::{fact, pct, search_memories, start_server, write_memory, writer_key};
+use registry_bench::{fact, pct, search_memories, start_server, write_memory, writer_key};
 use registry_server::config::Config;
 use registry_server::state::AppState;
 
+/// Memory write and search latency over HTTP on two registry nodes sharing one PostgreSQL
+/// (and one Qdrant), beside the embedded default, and the lag until a write on one node is
+/// found on the other. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
 struct Options {
+    /// PostgreSQL URL.
+    #[arg(long = "database-url", env = "REGISTRY_TEST_PG_URL", default_value = "")]
     url: String,
+    /// Qdrant's gRPC URL (without one, the Qdrant profile is left out).
+    #[arg(long = "qdrant-url", env = "REGISTRY_TEST_QDRANT_URL", default_value = "")]
     qdrant: String,
+    /// Writes per profile.
+    #[arg(long, default_value_t = 400)]
     writes: usize,
+    /// Searches per profile.
+    #[arg(long, default_value_t = 400)]
     searches: usize,
+    /// Writes on one node timed until the other finds them.
+    #[arg(long, default_value_t = 30)]
     lag_probes: usize,
 }
 
 fn parse_args() -> anyhow::Result<Options> {
-    let mut o = Options {
-        url: std::env::var("REGISTRY_TEST_PG_URL").unwrap_or_default(),
-        qdrant: std::env::var("REGISTRY_TEST_QDRANT_URL").unwrap_or_default(),
-        writes: 400,
-        searches: 400,
-        lag_probes: 30,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--database-url" => o.url = value()?,
-            "--qdrant-url" => o.qdrant = value()?,
-            "--writes" => o.writes = value()?.parse()?,
-            "--searches" => o.searches = value()?.parse()?,
-            "--lag-probes" => o.lag_probes = value()?.parse()?,
-            other => bail!("unknown argument {other}"),
-        }
-    }
+    let o: Options = clap::Parser::parse();
     if o.url.is_empty() {
         bail!(
             "no PostgreSQL: pass --database-url or set REGISTRY_TEST_PG_URL \

@@ -13,7 +13,7 @@ use std::time::Instant;
 use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, VectorEntry, VectorIndex, VisibilityFilter};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
-use registry_server::bench::{arg, data_root, pct, read_jsonl};
+use registry_bench::{data_root, pct, read_jsonl};
 use registry_vector_index::EmbeddedVectorIndex;
 
 /// Sentences of at least 20 bytes, cut after `.`, `?` or `!` followed by a space.
@@ -54,13 +54,27 @@ fn read_cache(path: &PathBuf, dim: usize) -> Option<Vec<Vec<f32>>> {
     )
 }
 
+/// Recall and latency of the embedded vector index's quantised passes on real embeddings,
+/// each answer compared with an exact f32 scan. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// A BEIR-layout set of the shared data.
+    #[arg(long, default_value = "scifact")]
+    dataset: String,
+    /// At most this many documents.
+    #[arg(long, default_value_t = 100_000)]
+    max: usize,
+    /// Where the embeddings are cached between runs (default: the temporary directory).
+    #[arg(long)]
+    cache: Option<PathBuf>,
+    /// Embedding model.
+    #[arg(long, default_value_t)]
+    embed_model: ModelChoice,
+}
+
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let dataset = arg(&args, "--dataset").unwrap_or_else(|| "scifact".into());
-    let max: usize = arg(&args, "--max").map_or(Ok(100_000), |s| s.parse())?;
-    let model: ModelChoice = arg(&args, "--embed-model")
-        .map_or(Ok(ModelChoice::default()), |s| s.parse())
-        .map_err(anyhow::Error::msg)?;
+    let o: Options = clap::Parser::parse();
+    let (dataset, max, model) = (o.dataset, o.max, o.embed_model);
     let root = data_root(&dataset);
     let embedder = OnnxEmbedder::new(EmbedderConfig {
         model,
@@ -68,15 +82,12 @@ fn main() -> anyhow::Result<()> {
         ..EmbedderConfig::default()
     })?;
     let dim = model.spec().dim;
-    let cache = arg(&args, "--cache").map_or_else(
-        || {
-            std::env::temp_dir().join(format!(
-                "vector-recall-{dataset}-{}-{max}.f32",
-                model.name()
-            ))
-        },
-        PathBuf::from,
-    );
+    let cache = o.cache.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!(
+            "vector-recall-{dataset}-{}-{max}.f32",
+            model.name()
+        ))
+    });
 
     let mut texts: Vec<String> = vec![];
     for d in read_jsonl(&root.join("corpus.jsonl"))? {

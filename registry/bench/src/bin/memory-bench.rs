@@ -2,7 +2,8 @@
 //! with many memories in one user's scope among many more in the store. Prints figures; asserts
 //! nothing.
 //!
-//! `memory-bench [TOTAL] [IN_USER_SCOPE] [--data-dir DIR]` (defaults 1,000,000 and 100,000).
+//! `memory-bench [TOTAL] [IN_USER_SCOPE] [--data-dir DIR] [--search-only]` (defaults 1,000,000
+//! and 100,000).
 //!
 //! The bulk is inserted through the store and both indexes directly (not through the gate):
 //! embedding a million texts with the real model would take hours on a small machine. Its
@@ -20,6 +21,7 @@ use registry_core::{Principal, Scope, SourceKind};
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
 use registry_memory::search::SearchRequest;
 use registry_memory::{MemoryService, WriteRequest};
+use registry_bench::pct;
 use registry_server::config::Config;
 use registry_server::state::AppState;
 
@@ -84,24 +86,30 @@ fn sentence(rng: &mut impl Rng, i: usize) -> String {
     )
 }
 
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
-    v[i]
+/// Write latency through the gate with the real embedder, and search latency with many
+/// memories in one user's scope among many more in the store. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
+struct Options {
+    /// Memories in the store.
+    #[arg(default_value_t = 1_000_000)]
+    total: usize,
+    /// Of those, in the searching user's scope.
+    #[arg(default_value_t = 100_000)]
+    in_user_scope: usize,
+    /// Keep the store here (default: a temporary directory, removed at the end).
+    #[arg(long)]
+    data_dir: Option<std::path::PathBuf>,
+    /// Reuse the store an earlier run left in `--data-dir`: only the writes that need it full.
+    #[arg(long)]
+    search_only: bool,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut nums = args.iter().filter_map(|a| a.parse::<usize>().ok());
-    let total = nums.next().unwrap_or(1_000_000);
-    let in_user = nums.next().unwrap_or(100_000).min(total);
+    let o: Options = clap::Parser::parse();
+    let total = o.total;
+    let in_user = o.in_user_scope.min(total);
     let tmp = tempfile_dir()?;
-    let dir = args
-        .iter()
-        .position(|a| a == "--data-dir")
-        .and_then(|i| args.get(i + 1))
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| tmp.clone());
+    let dir = o.data_dir.unwrap_or_else(|| tmp.clone());
     let mut config = Config {
         data_dir: dir.clone(),
         ..Config::default()
@@ -111,8 +119,7 @@ fn main() -> anyhow::Result<()> {
     let svc = state.services.memory.clone();
     let ann = Principal::new("acme", "ann");
     println!("memory-bench: data dir {}", dir.display());
-    let search_only = args.iter().any(|a| a == "--search-only");
-    if search_only {
+    if o.search_only {
         // An existing store (`--data-dir` from an earlier run): the writes that need it full.
         writes_in_a_full_store(&svc, &ann, total, in_user)?;
     } else {

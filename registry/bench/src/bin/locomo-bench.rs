@@ -34,7 +34,7 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use registry_memory::search::Breakdown;
-use registry_server::bench::{http, pct, start_server};
+use registry_bench::{http, pct, start_server};
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
 use serde_json::{Value, json};
@@ -49,52 +49,47 @@ const CATEGORIES: [(u64, &str); 4] = [
 /// Which turns each memory holds, kept in the data directory for `--search-only`.
 const MAP_FILE: &str = "locomo-turns.json";
 
+/// LoCoMo through the memory API: the conversations written through the gate, the questions
+/// asked as memory searches; recall@k per category and latency. Prints figures; asserts nothing.
+#[derive(clap::Parser)]
 struct Options {
+    /// The LoCoMo file (default: `locomo-dev/locomo-dev.json` of the shared data).
+    #[arg(long, default_value_os_t = default_data())]
     data: PathBuf,
+    /// Keep the store here (needed by `--search-only`).
+    #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Reuse the turns an earlier run wrote into `--data-dir`.
+    #[arg(long)]
     search_only: bool,
+    /// Embedding model of the registry.
+    #[arg(long)]
     embed_model: Option<registry_embed::ModelChoice>,
+    /// Hits per question.
+    #[arg(long, default_value_t = 5)]
     k: usize,
+    /// Print this many missed questions with their hits.
+    #[arg(long, default_value_t = 0)]
     misses: usize,
+    /// Score weight sets, `;` between sets (`semantic=0.5,lexical=0.2;semantic=0.3`).
+    #[arg(long, value_delimiter = ';')]
     weights: Vec<String>,
+    /// Write, per question, its 100 best hits with their breakdowns (JSON lines).
+    #[arg(long)]
     dump: Option<PathBuf>,
+    /// Print every turn the gate did not accept.
+    #[arg(long)]
     held: bool,
 }
 
-fn parse_args() -> anyhow::Result<Options> {
-    let shared = std::env::var_os("REGISTRY_SHARED_DATA")
+/// `$REGISTRY_SHARED_DATA/locomo-dev/locomo-dev.json`, or the shared data beside the checkout.
+fn default_data() -> PathBuf {
+    std::env::var_os("REGISTRY_SHARED_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
-        });
-    let mut o = Options {
-        data: shared.join("locomo-dev/locomo-dev.json"),
-        data_dir: None,
-        search_only: false,
-        embed_model: None,
-        k: 5,
-        misses: 0,
-        weights: vec![],
-        dump: None,
-        held: false,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = || args.next().with_context(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--data" => o.data = value()?.into(),
-            "--data-dir" => o.data_dir = Some(value()?.into()),
-            "--search-only" => o.search_only = true,
-            "--held" => o.held = true,
-            "--embed-model" => o.embed_model = Some(value()?.parse().map_err(anyhow::Error::msg)?),
-            "--k" => o.k = value()?.parse()?,
-            "--misses" => o.misses = value()?.parse()?,
-            "--weights" => o.weights = value()?.split(';').map(str::to_string).collect(),
-            "--dump" => o.dump = Some(value()?.into()),
-            other => bail!("unknown argument {other}"),
-        }
-    }
-    Ok(o)
+        })
+        .join("locomo-dev/locomo-dev.json")
 }
 
 /// `1:56 pm on 8 May, 2023` as UTC.
@@ -152,7 +147,7 @@ struct Tally {
 }
 
 fn main() -> anyhow::Result<()> {
-    let o = parse_args()?;
+    let o: Options = clap::Parser::parse();
     let convs: Vec<Value> = serde_json::from_slice(
         &std::fs::read(&o.data).with_context(|| format!("reading {}", o.data.display()))?,
     )?;
