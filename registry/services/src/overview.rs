@@ -82,6 +82,22 @@ fn require_admin(p: &Principal) -> Result<()> {
 }
 
 impl Services {
+    /// The schema version of the store (health checks).
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(registry_core::store::Store::schema_version(
+            self.backends.store.as_ref(),
+        )?)
+    }
+
+    /// The current version of asset `id` if `p` may see it; otherwise not found, exactly as for
+    /// an id that names nothing (another tenant's asset answers like a missing one).
+    pub fn visible_asset(&self, p: &Principal, id: &str) -> Result<AssetRecord> {
+        match self.backends.store.get(id)? {
+            Some(r) if access::may(p, Action::See, &r.meta) => Ok(r),
+            _ => Err(Error::not_found(format!("no asset {id}"))),
+        }
+    }
+
     /// Current versions `p` may see, counted per kind and status.
     pub fn asset_counts(&self, p: &Principal) -> Result<AssetCounts> {
         let store = &self.backends.store;
@@ -139,14 +155,13 @@ impl Services {
     ) -> Result<(Vec<AssetRecord>, Option<String>)> {
         let store = &self.backends.store;
         let limit = limit.clamp(1, 1000);
+        // A cursor the caller cannot see answers 404, like the asset itself.
         let mut cursor = match after {
             None => None,
-            Some(id) => match store.get(id)? {
-                Some(r) if access::may(p, Action::See, &r.meta) => {
-                    Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
-                }
-                _ => return Err(Error::not_found(format!("no asset {id}"))),
-            },
+            Some(id) => {
+                let r = self.visible_asset(p, id)?;
+                Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
+            }
         };
         let mut out = vec![];
         loop {

@@ -5,8 +5,7 @@ use axum::extract::State;
 use axum::routing::get;
 use registry_core::access;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
-use registry_core::principal::{Principal, Role};
-use registry_core::store::{AssetQuery, AssetStore};
+use registry_core::principal::Principal;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
@@ -50,8 +49,7 @@ pub struct Health {
 pub async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
     let v = state
         .blocking(|s| {
-            registry_core::store::Store::schema_version(s.services.backends.store.as_ref())
-                .map_err(ApiError::from)
+            s.services.schema_version().map_err(ApiError::from)
         })
         .await?;
     Ok(axum::Json(Health {
@@ -117,18 +115,6 @@ impl AssetView {
 /// Reads an asset the principal may see ([`access::Action::See`]: a memory held for review or
 /// revoked only by those who judge or govern it). Another tenant's asset answers exactly like
 /// an id that does not exist, so existence never leaks.
-pub fn visible_record(store: &dyn AssetStore, p: &Principal, id: &str) -> ApiResult<AssetRecord> {
-    let rec = store.get(id)?;
-    match rec {
-        Some(r) if can_see_meta(p, &r.meta) => Ok(r),
-        _ => Err(ApiError::not_found(format!("no asset {id}"))),
-    }
-}
-
-fn can_see_meta(p: &Principal, m: &AssetMeta) -> bool {
-    access::may(p, access::Action::See, m)
-}
-
 #[utoipa::path(get, path = "/v1/assets/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "asset id")),
     responses((status = 200, body = AssetView), (status = 404, body = ErrorBody)))]
@@ -141,7 +127,7 @@ pub async fn get_asset(
         .blocking(move |s| {
             Ok(axum::Json(AssetView::of(
                 &p,
-                &visible_record(s.services.backends.store.as_ref(), &p, &id)?,
+                &s.services.visible_asset(&p, &id)?,
             )))
         })
         .await
@@ -149,6 +135,7 @@ pub async fn get_asset(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// Asset kind: memory, document, chunk, skill_version, summary.
     #[param(pattern = "^(memory|document|chunk|skill_version|summary)$")]
@@ -187,46 +174,8 @@ pub async fn list_assets(
     let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
-            let mut cursor = match &q.after {
-                None => None,
-                Some(id) => {
-                    // A cursor the caller cannot see answers 404, like the asset itself.
-                    let r = visible_record(s.services.backends.store.as_ref(), &p, id)?;
-                    Some((r.meta.created_at, r.meta.id.clone(), u32::MAX))
-                }
-            };
-            // Pages of the store's order with the LIMIT in SQL; the ACL and clearance checks
-            // run per page, so no request loads every row of a tenant.
-            let mut assets = vec![];
-            let mut more = false;
-            'pages: loop {
-                let page = s.services.backends.store.find(&AssetQuery {
-                    kind,
-                    scope_keys: Some(p.visible_scope_keys()),
-                    heads_only: true,
-                    after: cursor.clone(),
-                    limit: Some(limit.max(50) + 1),
-                    ..Default::default()
-                })?;
-                let Some(last) = page.last() else { break };
-                cursor = Some((
-                    last.meta.created_at,
-                    last.meta.id.clone(),
-                    last.meta.version,
-                ));
-                for r in page.iter().filter(|r| can_see_meta(&p, &r.meta)) {
-                    if assets.len() == limit {
-                        more = true;
-                        break 'pages;
-                    }
-                    assets.push(AssetView::of(&p, r));
-                }
-            }
-            let next = if more {
-                assets.last().map(|a| a.meta.id.clone())
-            } else {
-                None
-            };
+            let (page, next) = s.services.list_assets(&p, kind, q.after.as_deref(), limit)?;
+            let assets = page.iter().map(|r| AssetView::of(&p, r)).collect();
             Ok(axum::Json(AssetList { assets, next }))
         })
         .await
@@ -234,6 +183,7 @@ pub async fn list_assets(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct AuditParams {
     /// Events after this sequence number (0 ..= 2^63 - 1).
     pub after: Option<u64>,
@@ -256,40 +206,10 @@ fn audit_events() -> utoipa::openapi::schema::Array {
     crate::openapi::array_of("AuditEvent")
 }
 
-fn require_admin(p: &Principal) -> ApiResult<()> {
-    if p.has_role(Role::Admin) {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden("the admin role is required"))
-    }
-}
-
-/// Whether `p`'s audit shows event `e`: a tenant's admins see their tenant's events and the
-/// global scope's (which every tenant reads); a platform admin sees every event.
-fn audit_shows(p: &Principal, e: &registry_core::audit::AuditEvent) -> bool {
-    p.platform || e.draft.tenant.as_deref().is_none_or(|t| t == p.tenant)
-}
-
-/// A project is a boundary in the audit too: an admin whose key names only some projects sees
-/// no event about an asset of another project (an asset purged since is known by id only).
-fn in_member_projects(
-    store: &dyn AssetStore,
-    p: &Principal,
-    e: &registry_core::audit::AuditEvent,
-) -> ApiResult<bool> {
-    if p.platform || p.member_of(registry_core::principal::ALL_PROJECTS) {
-        return Ok(true);
-    }
-    let Some(id) = &e.draft.asset_id else {
-        return Ok(true);
-    };
-    Ok(match store.get(id)? {
-        Some(r) => r.meta.scope.project.as_ref().is_none_or(|x| p.member_of(x)),
-        None => true,
-    })
-}
-
-/// Audit events of the caller's tenant and of the global scope (admin role).
+/// Audit events the caller may read, oldest first (admin role; the visibility rule is the
+/// services' `audit_events`, which the console's audit page calls too): a tenant's admins see
+/// their tenant's events and the global scope's, within their projects; a platform admin sees
+/// every event.
 #[utoipa::path(get, path = "/v1/audit", security(("bearer" = [])), params(AuditParams),
     responses((status = 200, body = AuditList), (status = 403, body = ErrorBody)))]
 pub async fn list_audit(
@@ -297,7 +217,6 @@ pub async fn list_audit(
     Auth(p): Auth,
     Query(q): Query<AuditParams>,
 ) -> ApiResult<axum::Json<AuditList>> {
-    require_admin(&p)?;
     let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     let after = q.after.unwrap_or(0);
     if after > i64::MAX as u64 {
@@ -308,21 +227,8 @@ pub async fn list_audit(
     }
     state
         .blocking(move |s| {
-            let mut out = vec![];
-            let mut after = after;
-            while out.len() < limit {
-                let batch = s.services.backends.store.audit_events(after, 1000)?;
-                let Some(last) = batch.last() else { break };
-                after = last.seq;
-                for e in batch.into_iter().filter(|e| audit_shows(&p, e)) {
-                    if !in_member_projects(s.services.backends.store.as_ref(), &p, &e)? {
-                        continue;
-                    }
-                    out.push(e);
-                }
-            }
-            out.truncate(limit);
-            Ok(axum::Json(AuditList { events: out }))
+            let events = s.services.audit_events(&p, after, limit)?;
+            Ok(axum::Json(AuditList { events }))
         })
         .await
 }
@@ -358,11 +264,9 @@ pub async fn verify_audit(
     State(state): State<AppState>,
     Auth(p): Auth,
 ) -> ApiResult<axum::Json<AuditVerify>> {
-    require_admin(&p)?;
     state
         .blocking(move |s| {
-            let tenant = (!p.platform).then_some(p.tenant.as_str());
-            let v = s.services.audit.verify(tenant)?;
+            let v = s.services.verify_audit(&p)?;
             Ok(axum::Json(AuditVerify::from(v)))
         })
         .await

@@ -1,5 +1,7 @@
 //! The `registry` command line.
 
+pub mod knowledge;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -64,7 +66,7 @@ pub enum Command {
     Jobs(JobsCommand),
     /// Ingest knowledge documents.
     #[command(subcommand)]
-    Knowledge(crate::routes::knowledge::KnowledgeCommand),
+    Knowledge(knowledge::KnowledgeCommand),
     /// Serve MCP over stdio as the principal behind the key in `REGISTRY_API_KEY`.
     Mcp,
     /// Create or upgrade the data directory and print the schema version.
