@@ -79,6 +79,8 @@ pub struct IngestRequest {
     /// At most 512 characters, without control characters.
     #[schemars(pattern(registry_core::text::LINE), length(max = 512))]
     pub source_id: String,
+    /// Version label, 1-128 characters (default: `sha256:` and a prefix of the content's hash).
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(min = 1, max = 128))]
     pub version: Option<String>,
     /// `md` (or `markdown`), `txt`, `json` or `jsonl`.
     #[schemars(extend("enum" = ["md", "markdown", "txt", "json", "jsonl"]))]
@@ -89,6 +91,7 @@ pub struct IngestRequest {
     pub expires_at: Option<DateTime<Utc>>,
     pub owner: Option<String>,
     pub authority: Option<String>,
+    #[serde(default, deserialize_with = "registry_core::wire::object_opt")]
     pub scope: Option<Scope>,
     pub acl: Option<Vec<String>>,
     /// `public`, `internal` (default), `confidential`, `secret`: read only by keys cleared for it.
@@ -160,9 +163,10 @@ pub const DEFAULT_ALPHA: f32 = 0.5;
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "KnowledgeSearchRequest")]
 pub struct SearchRequest {
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_QUERY_CHARS))]
     pub query: String,
     /// Evidence records returned (default 10, at most 200).
+    #[schemars(range(min = 1, max = MAX_K))]
     pub k: Option<usize>,
     /// The time freshness is judged at (default now).
     pub as_of: Option<DateTime<Utc>>,
@@ -418,14 +422,15 @@ impl KnowledgeService {
             return Err(Error::validation("content", "content is empty"));
         }
         let content_hash = sha256_hex(&content);
-        let source_version = match req.version.map(|v| v.trim().to_string()) {
-            Some(v) if v.is_empty() || v.chars().count() > 128 => {
+        // Counted before trimming, as the document's `maxLength` counts.
+        let source_version = match req.version.map(|v| (v.chars().count(), v.trim().to_string())) {
+            Some((n, v)) if v.is_empty() || n > 128 => {
                 return Err(Error::validation(
                     "version",
                     "version must be 1-128 characters",
                 ));
             }
-            Some(v) => v,
+            Some((_, v)) => v,
             None => format!("sha256:{}", &content_hash[..12]),
         };
         let authority = match req.authority.as_deref() {
@@ -920,15 +925,16 @@ impl KnowledgeService {
 
     /// Searches the chunks the principal may see and answers with evidence.
     pub fn search(&self, p: &Principal, req: SearchRequest) -> Result<SearchAnswer> {
-        let query = req.query.trim().to_string();
-        if registry_core::text::is_blank(&query) {
-            return Err(Error::validation("query", "query is empty"));
-        }
-        if query.chars().count() > MAX_QUERY_CHARS {
+        // Counted before trimming, as the document's `maxLength` counts.
+        if req.query.chars().count() > MAX_QUERY_CHARS {
             return Err(Error::validation(
                 "query",
                 format!("query is over {MAX_QUERY_CHARS} characters"),
             ));
+        }
+        let query = req.query.trim().to_string();
+        if registry_core::text::is_blank(&query) {
+            return Err(Error::validation("query", "query is empty"));
         }
         let k = req.k.unwrap_or(10);
         if !(1..=MAX_K).contains(&k) {

@@ -67,7 +67,7 @@ pub enum Layer {
 #[serde(untagged)]
 pub enum ScopeSpec {
     Level(LevelName),
-    Explicit(Scope),
+    Explicit(#[serde(deserialize_with = "registry_core::wire::object")] Scope),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

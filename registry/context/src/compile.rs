@@ -584,7 +584,17 @@ fn validate(req: &PackRequest) -> Result<()> {
         req.phase.as_ref().map_or(0, String::len),
         MAX_PHASE_BYTES,
     )?;
-    too_large("fixed_rules", req.fixed_rules.len(), MAX_FIXED_RULES)?;
+    // A count over its cap is invalid input (422, like a batch of 101), not a body too large.
+    if req.fixed_rules.len() > MAX_FIXED_RULES {
+        return Err(Error::validation(format!(
+            "{} fixed rules; at most {MAX_FIXED_RULES} are accepted",
+            req.fixed_rules.len()
+        ))
+        .with_details(serde_json::json!({
+            "field": "fixed_rules", "reason": "too_many", "len": req.fixed_rules.len(),
+            "limit": MAX_FIXED_RULES
+        })));
+    }
     for r in &req.fixed_rules {
         too_large("fixed_rules", r.len(), MAX_TEXT_BYTES)?;
     }

@@ -17,6 +17,7 @@ pub mod scope;
 pub mod store;
 pub mod text;
 pub mod usage;
+pub mod wire;
 
 pub use acl::{Acl, AclEntry};
 pub use asset::{

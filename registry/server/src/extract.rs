@@ -178,6 +178,12 @@ fn field_and_reason(path: &str, text: &str) -> (String, &'static str) {
     }
 }
 
+/// The rule for a retry key, one for every door (the HTTP header `Idempotency-Key`, MCP
+/// `memory_write`'s `idempotency_key`): 1-200 visible ASCII characters, as the document says.
+pub fn idempotency_key_ok(k: &str) -> bool {
+    (1..=200).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// `Query<T>` whose rejections answer with the error envelope (422 `VALIDATION_FAILED`, the
 /// query string named as the field), never plain text.
 #[derive(Debug, Clone, Copy, Default)]

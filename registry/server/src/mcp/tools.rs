@@ -24,7 +24,8 @@ use crate::state::AppState;
 #[derive(JsonSchema)]
 #[allow(dead_code)]
 struct IdempotencyArg {
-    /// Makes a retry return the first answer (1-200 ASCII characters).
+    /// Makes a retry return the first answer (1-200 visible ASCII characters).
+    #[schemars(length(min = 1, max = 200), pattern("^[!-~]+$"))]
     idempotency_key: Option<String>,
 }
 
@@ -198,12 +199,10 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
         "memory_write" => {
             let key = match args.remove("idempotency_key") {
                 None | Some(Value::Null) => None,
-                Some(Value::String(k)) if !k.is_empty() && k.len() <= 200 && k.is_ascii() => {
-                    Some(k)
-                }
+                Some(Value::String(k)) if crate::extract::idempotency_key_ok(&k) => Some(k),
                 Some(_) => {
                     return Err(ApiError::validation(
-                        "idempotency_key must be 1-200 ASCII characters",
+                        "idempotency_key must be 1-200 visible ASCII characters",
                     )
                     .with_details(json!({ "field": "idempotency_key", "reason": "invalid" })));
                 }

@@ -1,5 +1,4 @@
-//! Deletion receipts and subject erasure. The deletion engine itself lives in
-//! `registry_core::deletion`; this module binds it to the embedded backends and the API.
+//! Deletion receipts and subject erasure: the HTTP door to the services' deletion and erasure.
 
 use axum::Router;
 use axum::extract::State;
@@ -48,6 +47,7 @@ crate::openapi::wire_body!(impl ErasureAnswer);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct EraseParams {
     /// Why (kept in the receipt; the audit log keeps its hash): one line, at most 200 characters.
     #[param(pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", max_length = 200)]

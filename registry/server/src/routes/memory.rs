@@ -130,9 +130,9 @@ fn memory_views() -> utoipa::openapi::schema::Array {
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     match headers.get("idempotency-key").map(|v| v.to_str()) {
         None => Ok(None),
-        Some(Ok(k)) if !k.is_empty() && k.len() <= 200 && k.is_ascii() => Ok(Some(k.to_string())),
+        Some(Ok(k)) if crate::extract::idempotency_key_ok(k) => Ok(Some(k.to_string())),
         Some(_) => Err(
-            ApiError::validation("Idempotency-Key must be 1-200 ASCII characters")
+            ApiError::validation("Idempotency-Key must be 1-200 visible ASCII characters")
                 .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
         ),
     }
@@ -141,7 +141,8 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
 /// Writes a memory through the gate. Rejections answer 422 `WRITE_GATE_REJECTED` with the
 /// reasons; with `Idempotency-Key`, a retry returns the first answer.
 #[utoipa::path(post, path = "/v1/memories", security(("bearer" = [])), request_body = WriteBody,
-    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe",
+        min_length = 1, max_length = 200, pattern = "^[!-~]+$")),
     responses((status = 200, body = WriteAnswer), (status = 403, body = ErrorBody),
         (status = 413, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub async fn write_memory(
@@ -169,12 +170,18 @@ pub const MAX_BATCH: usize = 100;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
-    #[schema(schema_with = write_bodies, min_items = 1, max_items = 100)]
+    #[schema(schema_with = write_bodies)]
+    #[serde(deserialize_with = "registry_core::wire::objects")]
     pub memories: Vec<WriteRequest>,
 }
 
+/// 1 to [`MAX_BATCH`] write bodies (`schema_with` replaces the whole schema, so the bounds
+/// are set here, not beside it).
 fn write_bodies() -> utoipa::openapi::schema::Array {
-    crate::openapi::array_of("WriteBody")
+    let mut items = crate::openapi::array_of("WriteBody");
+    items.min_items = Some(1);
+    items.max_items = Some(MAX_BATCH);
+    items
 }
 
 /// One answer per item, in order.
@@ -211,7 +218,8 @@ pub struct ItemError {
 /// Every item gets its own answer (a rejected item does not stop the others). With
 /// `Idempotency-Key: K`, item `i` is retried safely under `K:i`.
 #[utoipa::path(post, path = "/v1/memories/batch", security(("bearer" = [])), request_body = BatchBody,
-    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe")),
+    params(("Idempotency-Key" = Option<String>, Header, description = "makes retries safe",
+        min_length = 1, max_length = 200, pattern = "^[!-~]+$")),
     responses((status = 200, body = BatchAnswer), (status = 413, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
 pub async fn write_batch(
@@ -300,6 +308,7 @@ pub async fn feedback(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ReviewParams {
     /// At most this many (default 100, at most 1000).
     #[param(minimum = 0, maximum = 1000)]
@@ -355,6 +364,7 @@ pub async fn reject(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DeleteParams {
     /// How far: `revoked` (default: no further read, removed from both indexes) or `purged`
     /// (also every version, edge and derived record gone from disk, with a receipt).

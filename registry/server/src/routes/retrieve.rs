@@ -99,6 +99,7 @@ pub struct LangChainAnswer {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct LangChainParams {
     /// Hits (default 4, at most 100).
     #[param(minimum = 0, maximum = 100)]

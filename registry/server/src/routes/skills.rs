@@ -107,6 +107,7 @@ pub fn router() -> Router<AppState> {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DiscoverParams {
     /// Words to match against names, descriptions and applicability (BM25). Absent: all, by name.
     pub q: Option<String>,
@@ -138,6 +139,7 @@ pub async fn discover(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct PublishParams {
     /// Version for a plain Agent Skill that declares none (no `skill.toml`); must agree with a
     /// declared version.
@@ -198,6 +200,7 @@ pub async fn publish(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct SelectParams {
     /// Tools the caller's harness offers, comma-separated.
     pub tools: Option<String>,
@@ -370,6 +373,7 @@ pub async fn deprecate(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DeleteVersionParams {
     /// Why (required for an admin deleting a released version; kept in the receipt and audit):
     /// one line, at most 200 characters.
