@@ -20,8 +20,11 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Where the embedding model and ONNX Runtime were unpacked (default: the user cache).
     pub model_dir: Option<PathBuf>,
-    /// Intra-op threads for the embedder.
+    /// ONNX Runtime intra-op threads per embedding session.
     pub embed_threads: usize,
+    /// Embedding sessions of the search model, so that this many requests embed at once
+    /// (default 1). The gate's second-opinion model keeps one session.
+    pub embed_sessions: usize,
     /// Texts per embedding batch.
     pub embed_batch: usize,
     /// Vectors of recent distinct search queries kept in memory, so that a repeated query skips
@@ -186,6 +189,7 @@ impl Default for Config {
             max_body_bytes: 8 * 1024 * 1024,
             model_dir: None,
             embed_threads: 2,
+            embed_sessions: 1,
             embed_batch: 32,
             embed_query_cache: registry_embed::QUERY_CACHE_ENTRIES,
             embed_model: ModelChoice::default(),
@@ -251,6 +255,7 @@ const ENV_KEYS: &[&str] = &[
     "max_body_bytes",
     "model_dir",
     "embed_threads",
+    "embed_sessions",
     "embed_batch",
     "embed_query_cache",
     "embed_model",
@@ -316,6 +321,12 @@ impl Config {
             return bad(
                 "embed_threads",
                 format!("{} is outside 1..64", self.embed_threads),
+            );
+        }
+        if !(1..=16).contains(&self.embed_sessions) {
+            return bad(
+                "embed_sessions",
+                format!("{} is outside 1..16", self.embed_sessions),
             );
         }
         if !(1..=1024).contains(&self.embed_batch) {

@@ -343,11 +343,14 @@ impl AppState {
             model: config.embed_model,
             model_dir: config.model_dir.clone(),
             batch_size: config.embed_batch,
-            // One session of `embed_threads` ONNX Runtime threads. Tried: as many one-thread
-            // sessions, a batch spread over them: SciFact ingest 18.0 → 19.3 chunks/s, but a
-            // memory write (its text embedded on one thread) about 1.5 ms slower at p50 and
-            // knowledge queries 5 ms; writes are the hot path.
+            // `embed_sessions` sessions of `embed_threads` ONNX Runtime threads each (default
+            // one session of two). Tried: as many one-thread sessions, a batch spread over
+            // them: SciFact ingest 18.0 → 19.3 chunks/s, but a memory write (its text embedded
+            // on one thread) about 1.5 ms slower at p50 and knowledge queries 5 ms; writes are
+            // the hot path. More sessions let concurrent requests embed side by side on a
+            // machine with more cores.
             threads: Some(config.embed_threads),
+            sessions: config.embed_sessions,
             query_cache: config.embed_query_cache,
             ..EmbedderConfig::default()
         })?);
