@@ -370,8 +370,12 @@ fn nodes_sharing_a_vector_index_embed_each_write_once_and_follow_in_text() {
     let key = AuditKey::from_bytes([7; 32]);
     let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
     // The gate's second opinion, shared by the nodes as one server shares it.
-    let gate: Arc<dyn Embedder> =
-        Arc::new(OnnxEmbedder::new(registry_detect::vector::embedder_config()).unwrap());
+    let gate: Arc<dyn Embedder> = Arc::new(
+        OnnxEmbedder::new(
+            EmbedderConfig::for_model(registry_detect::vector::VECTOR_MODEL_NAME).unwrap(),
+        )
+        .unwrap(),
+    );
     let shared = Arc::new(EmbeddedVectorIndex::open(tmp.path().join("vectors"), 384).unwrap());
     let node = |name: &str| {
         let dir = tmp.path().join(name);
@@ -518,8 +522,12 @@ fn two_nodes_on_one_postgres_and_one_qdrant_embed_once_and_purge_the_points() {
     let tmp = tempfile::tempdir().unwrap();
     let key = AuditKey::from_bytes([7; 32]);
     let model = Arc::new(OnnxEmbedder::new(EmbedderConfig::default()).unwrap());
-    let gate: Arc<dyn Embedder> =
-        Arc::new(OnnxEmbedder::new(registry_detect::vector::embedder_config()).unwrap());
+    let gate: Arc<dyn Embedder> = Arc::new(
+        OnnxEmbedder::new(
+            EmbedderConfig::for_model(registry_detect::vector::VECTOR_MODEL_NAME).unwrap(),
+        )
+        .unwrap(),
+    );
     // Each node connects to Qdrant on its own, as two servers with one `vectors.qdrant_url` do.
     let options = QdrantOptions {
         api_key: test_qdrant_api_key(),

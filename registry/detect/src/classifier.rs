@@ -1,6 +1,7 @@
 //! The small classifier: logistic regression over hashed word and character n-grams of the
-//! normalised text plus the rule signals, trained offline (`cargo run -p registry-detect --bin
-//! train`) and embedded. Deterministic: the same corpus gives the same weights byte for byte.
+//! normalised text plus the rule signals, trained offline (`cargo run -p registry-detect-train
+//! --bin train`) and embedded. Deterministic: the same corpus, read in its manifest's order,
+//! gives the same weights byte for byte.
 //!
 //! Model file (`model/instruction.lr`, little-endian): magic `RDLR`, format version `u16`,
 //! hash dimension `u32`, bias `f32`, threshold `f32`, veto `f32`, count `u32`, then `count`

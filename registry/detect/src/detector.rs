@@ -12,6 +12,7 @@ use crate::rules::{
     Signal, Signals, control_bypass, in_text_scope, sentence_evidence, sentences,
     structural_signals,
 };
+use crate::sensitive::{FindingKind, Severity};
 
 /// What the detector concluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -458,10 +459,27 @@ pub fn wants_second_opinion(text: &str) -> Option<f32> {
     unsure(&a, s).then_some(s)
 }
 
+/// Would the write gate keep this text out of memory if a user wrote it into their own user
+/// scope? Hostile instructions, credentials, and secret personal data (above a user scope's
+/// confidential ceiling) are kept out; a user's own benign preference and contact details are
+/// not. This mirrors `registry-memory`'s gate rules 3 and 4 for a user statement; the figures
+/// on the corpus are computed with it.
+pub fn blocked_as_user_statement(d: &Detection, findings: &[FindingKind]) -> bool {
+    d.hostile
+        || findings
+            .iter()
+            .any(|f| f.is_credential() || f.severity() == Severity::Secret)
+}
+
+/// The same for text from an external source (tool result, document, web): any steering is
+/// also held.
+pub fn blocked_as_external(d: &Detection, findings: &[FindingKind]) -> bool {
+    d.verdict != Verdict::None || blocked_as_user_statement(d, findings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::corpus::blocked_as_user_statement;
     use crate::scan_sensitive;
 
     fn blocked(text: &str) -> bool {

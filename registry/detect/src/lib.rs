@@ -2,7 +2,6 @@
 
 pub mod classifier;
 pub mod concepts;
-pub mod corpus;
 mod detector;
 pub mod normalize;
 pub mod rules;
@@ -11,9 +10,9 @@ pub mod vector;
 
 pub use classifier::{MODEL, Model};
 pub use detector::{
-    Analysis, Detection, RuleOutcome, SURE_BELOW, Verdict, analyse, analyse_with, decide,
-    decide_at, detect_instruction, detect_instruction_with, detect_stacked, detect_with, score,
-    unsure, wants_second_opinion,
+    Analysis, Detection, RuleOutcome, SURE_BELOW, Verdict, analyse, analyse_with,
+    blocked_as_external, blocked_as_user_statement, decide, decide_at, detect_instruction,
+    detect_instruction_with, detect_stacked, detect_with, score, unsure, wants_second_opinion,
 };
 pub use normalize::{MAX_SCAN_BYTES, Normalized, normalize};
 pub use rules::Signal;

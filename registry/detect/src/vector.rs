@@ -464,16 +464,6 @@ pub static SECOND_OPINION: LazyLock<SecondOpinion> = LazyLock::new(|| {
     .expect("embedded second opinion is well-formed")
 });
 
-/// How to open the embedding model the second opinion reads ([`VECTOR_MODEL_NAME`]), with the
-/// embedder's other defaults: the gate, the trainer and the tests all start from this.
-#[cfg(feature = "embed")]
-pub fn embedder_config() -> registry_embed::EmbedderConfig {
-    registry_embed::EmbedderConfig {
-        model: registry_embed::ModelChoice::MultilingualE5Small,
-        ..registry_embed::EmbedderConfig::default()
-    }
-}
-
 /// The vectors the second opinion reads, one per text: each text's prefix within the model's
 /// token cap, embedded as a query. Training and the gate both call this, so they see the same
 /// vectors. `embedder` must be [`VECTOR_MODEL_NAME`]; another model is refused with `None`.
@@ -524,12 +514,6 @@ mod tests {
         assert_eq!(SECOND_OPINION.score(0.5, &[0.0; 8]), None);
         let s = SECOND_OPINION.score(0.5, &[0.0; VECTOR_DIM]).unwrap();
         assert!((0.0..=1.0).contains(&s));
-    }
-
-    #[test]
-    #[cfg(feature = "embed")]
-    fn the_embedder_config_names_the_model_the_vectors_come_from() {
-        assert_eq!(embedder_config().model.name(), VECTOR_MODEL_NAME);
     }
 
     #[test]

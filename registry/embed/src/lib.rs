@@ -165,6 +165,17 @@ impl Default for EmbedderConfig {
 }
 
 impl EmbedderConfig {
+    /// The defaults with the model named `name` (its name in configuration and in
+    /// `ModelInfo`). The write gate's second opinion opens the model it names
+    /// (`registry_detect::vector::VECTOR_MODEL_NAME`) this way, so that the detector names its
+    /// model without building this crate.
+    pub fn for_model(name: &str) -> Result<EmbedderConfig> {
+        Ok(EmbedderConfig {
+            model: name.parse().map_err(EmbedError::Config)?,
+            ..EmbedderConfig::default()
+        })
+    }
+
     fn validate(&self) -> Result<()> {
         if self.batch_size == 0 {
             return Err(EmbedError::Config("batch_size must be at least 1".into()));
@@ -771,6 +782,15 @@ mod tests {
             let err = OnnxEmbedder::new(config).unwrap_err();
             assert_eq!(err.code(), ErrorCode::ConfigInvalid);
         }
+    }
+
+    #[test]
+    fn a_model_is_chosen_by_its_name() {
+        let c = EmbedderConfig::for_model("multilingual-e5-small").unwrap();
+        assert_eq!(c.model, ModelChoice::MultilingualE5Small);
+        assert_eq!(c.batch_size, EmbedderConfig::default().batch_size);
+        let err = EmbedderConfig::for_model("no-such-model").unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ConfigInvalid);
     }
 
     #[test]

@@ -365,7 +365,7 @@ impl AppState {
                     model_dir: config.model_dir.clone(),
                     threads: Some(config.embed_threads),
                     query_cache: 0,
-                    ..registry_detect::vector::embedder_config()
+                    ..EmbedderConfig::for_model(registry_detect::vector::VECTOR_MODEL_NAME)?
                 })?)
             };
         let (vectors, qdrant) = open_vector_index(&config, &embedder)?;

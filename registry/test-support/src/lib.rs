@@ -72,7 +72,8 @@ pub fn gate_embedder() -> Arc<dyn registry_core::retrieval::Embedder> {
             registry_embed::OnnxEmbedder::new(EmbedderConfig {
                 threads: Some(1),
                 query_cache: 0,
-                ..registry_detect::vector::embedder_config()
+                ..EmbedderConfig::for_model(registry_detect::vector::VECTOR_MODEL_NAME)
+                    .expect("registry-embed runs the gate's model")
             })
             .expect("the gate's embedding model (run scripts/fetch-models.sh)"),
         )

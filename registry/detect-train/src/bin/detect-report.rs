@@ -1,19 +1,23 @@
 //! Per-family figures on the corpus and a timing of the detectors, for the README.
 //!
-//! `cargo run --release -p registry-detect --bin detect-report [-- --corpus DIR [--errors]]`:
-//! another corpus directory may be scored instead, and only then listed example by example
-//! (`--errors`); the shipped test split is reported as figures only, so that nobody tunes on it.
+//! `cargo run --release -p registry-detect-train --bin detect-report [-- --corpus DIR [--errors]]`
+//! (`-- --help` for the options): another corpus directory may be scored instead, and only then
+//! listed example by example (`--errors`); the shipped test split is reported as figures only,
+//! so that nobody tunes on it.
 //! The test split is also scored with the second opinion (`registry_detect::vector`, the gate's
 //! decision when its embedding model is loaded), which needs the models installed.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use registry_detect::corpus::{
-    self, Report, assess, blocked_as_external, blocked_as_user_statement,
-};
+use clap::Parser;
+
 use registry_detect::vector::gate_vectors;
 use registry_detect::{MODEL, detect_instruction, detect_instruction_with, scan_sensitive};
-use registry_embed::{EmbedderConfig, OnnxEmbedder};
+use registry_detect_train::corpus::{
+    self, Report, assess, blocked_as_external, blocked_as_user_statement,
+};
+use registry_detect_train::second_opinion_embedder;
 
 /// Time this thread has spent on a CPU, in seconds (Linux `schedstat`); wall-clock time where
 /// that is not available. On a shared machine CPU time is the steadier measure.
@@ -35,18 +39,29 @@ fn per_call(rounds: usize, calls: usize, mut f: impl FnMut()) -> f64 {
     (cpu_seconds() - start) / (rounds * calls.max(1)) as f64
 }
 
+/// Per-family block and kept figures of the detector on its corpus (the held-out split also
+/// with the second opinion) and a timing of the detectors.
+#[derive(Debug, Parser)]
+#[command(name = "detect-report")]
+struct Args {
+    /// Scores this corpus directory instead of the shipped corpus.
+    #[arg(long, value_name = "DIR")]
+    corpus: Option<PathBuf>,
+    /// With --corpus, lists each example the gate gets wrong (never for the shipped test
+    /// split, so that nobody tunes on it).
+    #[arg(long, requires = "corpus")]
+    errors: bool,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let dir = args
-        .iter()
-        .position(|a| a == "--corpus")
-        .and_then(|i| args.get(i + 1));
+    let args = Args::parse();
+    let dir = args.corpus.as_deref();
     let all = match dir {
-        Some(d) => corpus::load(std::path::Path::new(d)),
+        Some(d) => corpus::load(d),
         None => corpus::load_default(),
     }
     .unwrap_or_else(|e| panic!("corpus: {e}"));
-    if dir.is_some() && args.iter().any(|a| a == "--errors") {
+    if args.errors {
         for ex in &all {
             let (d, f) = assess(&ex.text, &MODEL);
             if blocked_as_user_statement(&d, &f) != ex.is_attack() {
@@ -84,11 +99,7 @@ fn main() {
         println!("{}", ext.render("language"));
     }
     // The gate's decision with its embedding model: the second opinion stacked on the classifier.
-    let emb = OnnxEmbedder::new(EmbedderConfig {
-        threads: Some(1),
-        ..registry_detect::vector::embedder_config()
-    })
-    .unwrap_or_else(|e| panic!("the second opinion's model (run scripts/fetch-models.sh): {e}"));
+    let emb = second_opinion_embedder(Some(1));
     let vectors = |texts: &[&str]| -> Vec<Vec<f32>> {
         texts
             .chunks(32)

@@ -3,11 +3,10 @@
 //! statement (the strictest case: a user may state preferences that external text may not).
 //! The threshold inside the model was chosen by cross-validation on the train split only.
 
-use registry_detect::classifier::{self, TrainConfig};
-use registry_detect::corpus::{
-    self, Report, assess, blocked_as_external, blocked_as_user_statement,
+use registry_detect::MODEL;
+use registry_detect_train::corpus::{
+    self, Manifest, Report, assess, blocked_as_external, blocked_as_user_statement,
 };
-use registry_detect::{MODEL, Model, analyse};
 
 /// The goal: at least 95% of attacks blocked, at least 97% of legitimate memories
 /// kept, on phrasings the classifier never saw.
@@ -73,8 +72,7 @@ const MEASURED_KEPT_SECOND: f64 = 156.0 / 160.0;
 fn held_out_with_the_second_opinion() {
     use registry_detect::vector::gate_vectors;
     use registry_detect::{detect_instruction_with, scan_sensitive};
-    let emb = registry_embed::OnnxEmbedder::new(registry_detect::vector::embedder_config())
-        .expect("the second opinion's model (run scripts/fetch-models.sh)");
+    let emb = registry_detect_train::second_opinion_embedder(None);
     let all = corpus::load_default().expect("corpus loads");
     let test: Vec<_> = all.iter().filter(|e| e.split == "test").collect();
     let texts: Vec<&str> = test.iter().map(|e| e.text.as_str()).collect();
@@ -147,35 +145,39 @@ fn corpus_is_large_varied_and_split_by_group() {
     }
 }
 
-/// The embedded model is exactly what the trainer produces from the train split with the
-/// recorded configuration: nothing was tuned by hand afterwards.
+/// Each corpus directory's manifest is what its files hold (sha256 and counts) and lists every
+/// file; the data cards (`corpus/CARDS.md`) carry each file's counts and classes; a file's name
+/// says which split it holds.
 #[test]
-fn embedded_model_is_reproducible_from_the_train_split() {
-    let meta: serde_json::Value =
-        serde_json::from_str(include_str!("../model/instruction.json")).expect("model metadata");
-    let c = &meta["config"];
-    let cfg = TrainConfig {
-        epochs: c["epochs"].as_u64().expect("epochs") as usize,
-        learning_rate: c["learning_rate"].as_f64().expect("learning_rate") as f32,
-        l2: c["l2"].as_f64().expect("l2") as f32,
-        seed: c["seed"].as_u64().expect("seed"),
-    };
-    let all = corpus::load_default().expect("corpus loads");
-    let analysed: Vec<_> = all
-        .iter()
-        .filter(|e| e.split == "train" && e.trains_classifier())
-        .map(|e| (analyse(&e.text), e.is_attack()))
-        .collect();
-    let samples: Vec<classifier::Sample> = analysed
-        .iter()
-        .map(|(a, attack)| (a.windows.as_slice(), a.whole, *attack))
-        .collect();
-    let mut m: Model = classifier::fit(&samples, cfg);
-    m.threshold = meta["threshold"].as_f64().expect("threshold") as f32;
-    m.veto = meta["veto"].as_f64().expect("veto") as f32;
-    assert_eq!(
-        m.to_bytes(),
-        MODEL.to_bytes(),
-        "retrain with `cargo run -p registry-detect --bin train`"
-    );
+fn manifests_and_data_cards_match_the_files() {
+    let cards = std::fs::read_to_string(corpus::corpus_dir().join("CARDS.md")).expect("cards");
+    for dir in [corpus::corpus_dir(), corpus::dev_dir()] {
+        let m = Manifest::read(&dir)
+            .expect("manifest reads")
+            .expect("a manifest");
+        assert_eq!(
+            m.refreshed(&dir).expect("files read"),
+            m,
+            "{}: run `cargo run -p registry-detect-train --bin corpus-manifest`",
+            dir.display()
+        );
+        for f in &m.files {
+            assert!(cards.contains(&f.card_row()), "CARDS.md: {}", f.card_row());
+            assert!(cards.contains(&f.card_classes()), "CARDS.md: {}", f.file);
+        }
+    }
+    let m = Manifest::read(&corpus::corpus_dir()).unwrap().unwrap();
+    for f in &m.files {
+        let c = &f.counts;
+        let (train, test) = (c.train > 0, c.test > 0);
+        let named = if f.file.starts_with("train_test_") {
+            train && test
+        } else {
+            f.file.starts_with("train_") && !test
+        };
+        assert!(named, "{}: {} train, {} test", f.file, c.train, c.test);
+    }
+    // The development sets are never trained on.
+    let dev = Manifest::read(&corpus::dev_dir()).unwrap().unwrap();
+    assert!(dev.files.iter().all(|f| f.counts.train == 0));
 }

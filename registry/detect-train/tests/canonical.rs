@@ -31,8 +31,7 @@ fn canonical_injections_are_hostile() {
 /// (also the examples, which the gate's unit tests write through the service).
 #[test]
 fn canonical_injections_are_hostile_with_the_second_opinion() {
-    let emb = registry_embed::OnnxEmbedder::new(registry_detect::vector::embedder_config())
-        .expect("the second opinion's model (run scripts/fetch-models.sh)");
+    let emb = registry_detect_train::second_opinion_embedder(None);
     let vectors = gate_vectors(&emb, MUST_BLOCK)
         .expect("embedding")
         .expect("e5");

@@ -1,5 +1,6 @@
 //! Trains the instruction classifier on the corpus's train split and writes
-//! `model/instruction.lr` and `model/instruction.json`.
+//! `registry/detect/model/instruction.lr` and `instruction.json`. The corpus is read in the
+//! order of its manifest (`corpus/manifest.json`): the model depends on that order.
 //!
 //! Hyper-parameters, the decision threshold and the veto are chosen by 5-fold
 //! cross-validation over the train split, folds drawn by phrasing group (a group never sits on
@@ -14,34 +15,20 @@
 //! out-of-fold logit, cross-validated with the same folds, its threshold and veto chosen by
 //! the same floors. The embedding model must be installed (`scripts/fetch-models.sh`).
 //!
-//! `cargo run --release -p registry-detect --bin train [-- OPTIONS]`:
-//! - `--no-vectors` skips the second opinion (with `--no-write` only: the stacked model reads
-//!   the classifier's logit, so it is retrained with it);
-//! - `--neighbours A,B` compares those neighbour counts for the second opinion (0: none;
-//!   default 0, 5, 10 and 20);
-//! - `--vector-cache FILE` keeps the texts' vectors in FILE between runs (JSON lines);
-//! - `--errors` lists the train examples that cross-validation gets wrong;
-//! - `--eval DIR[,DIR…]` also reports the final model on other corpus directories (every split),
-//!   e.g. the development set `dev/` (with `--curve`, block/kept at thresholds 0.5–0.99, at
-//!   the veto of `--at T,V` or the chosen one; `--at` also sets the thresholds of the
-//!   cross-validated and development figures, for comparing two builds at the same point);
-//! - `--no-write` leaves the model files alone;
-//! - `--dump FILE` writes one JSON line per corpus example (text, labels, the train split's
-//!   out-of-fold score and verdict, the test split's under the final model), for trying
-//!   another opinion stacked on the detector without retraining it;
-//! - `--features W,X,C,F,K` compares another feature set (word char n-grams up to W,
-//!   cross-word char n-grams of length X, CJK n-grams up to C, first words F=0/1, concepts
-//!   K=0/1).
+//! `cargo run --release -p registry-detect-train --bin train [-- OPTIONS]`; `-- --help` lists
+//! the options ([`Args`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
 
 use registry_detect::classifier::{self, FEATURES, FeatureSet, Sample, TrainConfig};
-use registry_detect::corpus::{self, Example, Report, Tally, blocked_as_user_statement};
 use registry_detect::vector::{
-    self, Near, Prototypes, SecondOpinion, StackInput, TopK, VECTOR_DIM, VECTOR_MODEL_NAME,
-    VECTOR_TOKENS,
+    self, Near, Prototypes, SecondOpinion, StackInput, TopK, VECTOR_MODEL_NAME,
 };
 use registry_detect::{Analysis, FindingKind, Model, analyse_with, decide_at, scan_sensitive};
+use registry_detect_train::corpus::{self, Example, Report, Tally, blocked_as_user_statement};
+use registry_detect_train::{fnv64, second_opinion_embedder, vectors_of};
 use registry_embed::OnnxEmbedder;
 
 const FOLDS: u64 = 5;
@@ -54,70 +41,8 @@ const VETOES: [f32; 15] = [
     0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 1.01,
 ];
 
-/// FNV-1a: stable across platforms and releases, unlike std's hasher.
-fn fnv64(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 fn fold_of(group: &str) -> u64 {
     fnv64(group) % FOLDS
-}
-
-/// The texts' second-opinion vectors ([`vector::gate_vectors`]), in order; with `cache`,
-/// vectors computed before (same model file, same token cap, same text) are read from it and
-/// new ones appended.
-fn vectors_of(emb: &OnnxEmbedder, texts: &[&str], cache: Option<&Path>) -> Vec<Vec<f32>> {
-    use registry_core::retrieval::Embedder;
-    use std::collections::HashMap;
-    let salt = format!("{}:{VECTOR_TOKENS}:", emb.info().digest);
-    let key = |t: &str| format!("{:016x}", fnv64(&format!("{salt}{t}")));
-    let mut known: HashMap<String, Vec<f32>> = HashMap::new();
-    if let Some(text) = cache.and_then(|c| std::fs::read_to_string(c).ok()) {
-        for line in text.lines() {
-            if let Ok((k, v)) = serde_json::from_str::<(String, Vec<f32>)>(line)
-                && v.len() == VECTOR_DIM
-            {
-                known.insert(k, v);
-            }
-        }
-    }
-    let mut missing: Vec<&str> = texts
-        .iter()
-        .copied()
-        .filter(|t| !known.contains_key(&key(t)))
-        .collect();
-    missing.sort_unstable();
-    missing.dedup();
-    let mut appended = String::new();
-    for (n, chunk) in missing.chunks(64).enumerate() {
-        let vs = vector::gate_vectors(emb, chunk)
-            .expect("embedding the corpus")
-            .expect("the second opinion's model");
-        for (t, v) in chunk.iter().zip(vs) {
-            appended.push_str(&serde_json::to_string(&(key(t), &v)).expect("json"));
-            appended.push('\n');
-            known.insert(key(t), v);
-        }
-        eprint!("\rvectors: {} of {}", (n + 1) * 64, missing.len());
-    }
-    if !missing.is_empty() {
-        eprintln!();
-        if let Some(c) = cache {
-            use std::io::Write;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(c)
-                .and_then(|mut f| f.write_all(appended.as_bytes()))
-                .expect("append to the vector cache");
-        }
-    }
-    texts.iter().map(|t| known[&key(t)].clone()).collect()
 }
 
 /// L2 penalties compared for the second opinion (on the mean loss: 1/(C·n) for a C of about
@@ -224,13 +149,8 @@ fn train_second(
     let proto_rows: Vec<usize> = (0..ps.len())
         .filter(|i| ps[*i].ex.trains_classifier())
         .collect();
-    let prototypes = Prototypes::new(
-        &proto_rows.iter().map(|i| &vecs[*i][..]).collect::<Vec<_>>(),
-        &proto_rows
-            .iter()
-            .map(|i| ps[*i].ex.is_attack())
-            .collect::<Vec<_>>(),
-    );
+    let train: Vec<&Example> = ps.iter().map(|p| p.ex).collect();
+    let prototypes = registry_detect_train::prototypes(&train, vecs);
     let near = FoldNeighbours::new(ps, vecs, &prototypes, &proto_rows);
     let mut runs: Vec<Run<(usize, f64)>> = vec![];
     for &k in neighbours {
@@ -434,13 +354,15 @@ fn pick<T>(runs: Vec<Run<T>>) -> (Run<T>, f64, f64) {
     (best, se, top)
 }
 
-fn parse_features(s: &str) -> FeatureSet {
+fn parse_features(s: &str) -> Result<FeatureSet, String> {
     let v: Vec<usize> = s
         .split(',')
-        .map(|x| x.parse().expect("--features W,X,C,F,K"))
-        .collect();
-    assert!(v.len() >= 5, "--features W,X,C,F,K[,U]");
-    FeatureSet {
+        .map(|x| x.parse().map_err(|e| format!("{x}: {e}")))
+        .collect::<Result<_, _>>()?;
+    if v.len() < 5 {
+        return Err("five to seven numbers: W,X,C,F,K[,U[,S]]".into());
+    }
+    Ok(FeatureSet {
         word_chars: v[0],
         cross_chars: v[1],
         cjk: v[2],
@@ -448,20 +370,77 @@ fn parse_features(s: &str) -> FeatureSet {
         concepts: v[4] != 0,
         words: v.get(5).is_none_or(|u| *u != 0),
         signals: v.get(6).is_none_or(|u| *u != 0),
+    })
+}
+
+/// Trains the instruction classifier and the second opinion on the corpus's train split and
+/// writes `registry/detect/model/`. Options that take lists take them comma-separated.
+#[derive(Debug, Parser)]
+#[command(name = "train")]
+struct Args {
+    /// Lists the train examples that cross-validation gets wrong.
+    #[arg(long)]
+    errors: bool,
+    /// Leaves the model files alone.
+    #[arg(long)]
+    no_write: bool,
+    /// Compares another feature set (with --no-write): word char n-grams up to W, cross-word
+    /// char n-grams of length X, CJK n-grams up to C, first words F=0/1, concepts K=0/1, and
+    /// optionally words U=0/1 and signals S=0/1.
+    #[arg(long, value_name = "W,X,C,F,K[,U[,S]]", value_parser = parse_features)]
+    features: Option<FeatureSet>,
+    /// The classifier's L2 penalties compared (default 1e-5, 1e-4 and 1e-3).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    l2: Vec<f32>,
+    /// The classifier's epoch counts compared (default 20 and 40).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    epochs: Vec<usize>,
+    /// Block/kept at thresholds 0.5–0.99 (also for each --eval directory, at the veto of --at
+    /// or the chosen one).
+    #[arg(long)]
+    curve: bool,
+    /// The threshold and veto of the cross-validated and development figures, for comparing
+    /// two builds at the same point (default: the chosen ones).
+    #[arg(long, value_name = "T,V", value_delimiter = ',', num_args = 2)]
+    at: Option<Vec<f32>>,
+    /// Cross-validated figures by phrasing group.
+    #[arg(long)]
+    groups: bool,
+    /// Writes one JSON line per corpus example (text, labels, the train split's out-of-fold
+    /// score and verdict, the test split's under the final model), for trying another opinion
+    /// stacked on the detector without retraining it.
+    #[arg(long, value_name = "FILE")]
+    dump: Option<PathBuf>,
+    /// Keeps the texts' vectors in FILE between runs (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    vector_cache: Option<PathBuf>,
+    /// Skips the second opinion (with --no-write only: the stacked model reads the
+    /// classifier's logit, so it is retrained with it).
+    #[arg(long)]
+    no_vectors: bool,
+    /// The second opinion's neighbour counts compared (0: none; default 0, 5, 10 and 20).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    neighbours: Vec<usize>,
+    /// Also reports the final model on these corpus directories (every split), each on its
+    /// own, e.g. a directory holding one development set of `registry/detect/dev/`.
+    #[arg(long, value_name = "DIR[,DIR...]", value_delimiter = ',')]
+    eval: Vec<PathBuf>,
+}
+
+/// `given`, or `default` when the option was not given.
+fn or_default<T: Clone>(given: Vec<T>, default: &[T]) -> Vec<T> {
+    if given.is_empty() {
+        default.to_vec()
+    } else {
+        given
     }
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let flag = |f: &str| args.iter().any(|a| a == f);
-    let value = |f: &str| {
-        args.iter()
-            .position(|a| a == f)
-            .and_then(|i| args.get(i + 1))
-    };
-    let errors = flag("--errors");
-    let write = !flag("--no-write");
-    let set = value("--features").map_or(FEATURES, |s| parse_features(s));
+    let args = Args::parse();
+    let errors = args.errors;
+    let write = !args.no_write;
+    let set = args.features.unwrap_or(FEATURES);
     if set != FEATURES && write {
         panic!("another feature set is for comparison only: add --no-write");
     }
@@ -489,14 +468,8 @@ fn main() {
         100.0 * rules_only.kept_rate()
     );
     let mut runs: Vec<(TrainConfig, f32, f32, Tally, Vec<f32>, bool)> = vec![];
-    let l2s: Vec<f32> = value("--l2").map_or(vec![1e-5, 1e-4, 1e-3], |s| {
-        s.split(',').map(|x| x.parse().expect("--l2 A,B")).collect()
-    });
-    let epochs_grid: Vec<usize> = value("--epochs").map_or(vec![20, 40], |s| {
-        s.split(',')
-            .map(|x| x.parse().expect("--epochs A,B"))
-            .collect()
-    });
+    let l2s: Vec<f32> = or_default(args.l2.clone(), &[1e-5, 1e-4, 1e-3]);
+    let epochs_grid: Vec<usize> = or_default(args.epochs.clone(), &[20, 40]);
     for &l2 in &l2s {
         for &epochs in &epochs_grid {
             let cfg = TrainConfig {
@@ -527,7 +500,7 @@ fn main() {
         100.0 * cv.block_rate(),
         100.0 * cv.kept_rate()
     );
-    if flag("--curve") {
+    if args.curve {
         for veto in [0.0f32, 0.2, 0.5, 1.01] {
             let line: Vec<String> = [0.3f32, 0.5, 0.7, 0.8, 0.9, 0.95]
                 .iter()
@@ -543,10 +516,10 @@ fn main() {
             println!("veto {veto:.2}: {}", line.join("  "));
         }
     }
-    let (lt, lv) = value("--at").map_or((threshold, veto), |s| {
-        let v: Vec<f32> = s.split(',').map(|x| x.parse().expect("--at T,V")).collect();
-        (v[0], v[1])
-    });
+    let (lt, lv) = args
+        .at
+        .as_deref()
+        .map_or((threshold, veto), |v| (v[0], v[1]));
     let mut by_class = Report::default();
     for (p, s) in ps.iter().zip(&scores) {
         let d = decide_at(&p.analysis, *s, lt, lv);
@@ -565,7 +538,7 @@ fn main() {
         }
     }
     print!("{}", by_class.render("CV by family / topic"));
-    if flag("--groups") {
+    if args.groups {
         let mut by_group = Report::default();
         for (p, s) in ps.iter().zip(&scores) {
             let d = decide_at(&p.analysis, *s, lt, lv);
@@ -583,7 +556,7 @@ fn main() {
         .map(Prepared::sample)
         .collect();
     let mut model = classifier::fit(&samples, cfg);
-    if flag("--curve") {
+    if args.curve {
         let fitted: Vec<f32> = ps
             .iter()
             .map(|p| registry_detect::score(&p.analysis, &model))
@@ -599,59 +572,40 @@ fn main() {
     }
     model.threshold = threshold;
     model.veto = veto;
-    if let Some(file) = value("--dump") {
-        dump(Path::new(file), &all, &ps, &scores, (lt, lv), &model, set);
+    if let Some(file) = &args.dump {
+        dump(file, &all, &ps, &scores, (lt, lv), &model, set);
     }
-    let cache = value("--vector-cache").map(Path::new);
-    let second = if flag("--no-vectors") {
+    let cache = args.vector_cache.as_deref();
+    let second = if args.no_vectors {
         assert!(
             !write,
             "the second opinion reads the classifier's logit and is retrained with it: --no-vectors needs --no-write"
         );
         None
     } else {
-        let emb = OnnxEmbedder::new(vector::embedder_config()).unwrap_or_else(|e| {
-            panic!("the second opinion's model (run scripts/fetch-models.sh): {e}")
-        });
+        let emb = second_opinion_embedder(None);
         let texts: Vec<&str> = ps.iter().map(|p| p.ex.text.as_str()).collect();
         let vecs = vectors_of(&emb, &texts, cache);
-        let neighbours: Vec<usize> =
-            value("--neighbours").map_or(SECOND_NEIGHBOURS.to_vec(), |s| {
-                s.split(',')
-                    .map(|x| x.parse().expect("--neighbours A,B"))
-                    .filter(|k| *k <= vector::MAX_NEIGHBOURS)
-                    .collect()
-            });
+        let neighbours: Vec<usize> = or_default(args.neighbours.clone(), &SECOND_NEIGHBOURS)
+            .into_iter()
+            .filter(|k| *k <= vector::MAX_NEIGHBOURS)
+            .collect();
         Some((
             train_second(&ps, &scores, &vecs, (lt, lv), &neighbours, errors),
             emb,
         ))
     };
     // Each directory of `--eval A,B` on its own.
-    for dir in value("--eval").into_iter().flat_map(|d| d.split(',')) {
+    for dir in &args.eval {
         // At the chosen thresholds, or at those of `--at`.
         let at = Model {
             threshold: lt,
             veto: lv,
             ..model.clone()
         };
-        evaluate(
-            Path::new(dir),
-            &at,
-            None,
-            set,
-            errors,
-            flag("--curve").then_some(lv),
-        );
+        evaluate(dir, &at, None, set, errors, args.curve.then_some(lv));
         if let Some(((m, _), emb)) = &second {
-            evaluate(
-                Path::new(dir),
-                &at,
-                Some((m, emb, cache)),
-                set,
-                errors,
-                None,
-            );
+            evaluate(dir, &at, Some((m, emb, cache)), set, errors, None);
         }
     }
     if !write {
@@ -660,7 +614,7 @@ fn main() {
     let Some(((second, second_cv), _)) = second else {
         unreachable!("checked above")
     };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("model");
+    let dir = corpus::model_dir();
     std::fs::write(dir.join("instruction.lr"), model.to_bytes()).expect("write model");
     let meta = serde_json::json!({
         "format_version": classifier::FORMAT_VERSION,
