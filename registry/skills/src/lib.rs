@@ -11,7 +11,9 @@ pub mod views;
 pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
 pub use proof::{TestWaiver, TestWaiverRequest};
-pub use runs::{ObserveFlag, ObservePolicy, RunComparison, RunOutcome, RunReport, RunStats, RunSummary, RunView};
+pub use runs::{
+    ObserveFlag, ObservePolicy, RunComparison, RunOutcome, RunReport, RunStats, RunSummary, RunView,
+};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
     ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,

@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, Action, LifecycleState};
 use crate::service::{
-    Decision, Loaded, Pointer, SkillsService, TestResultsRequest, TestRun, VersionBody,
-    check_note, lock_skill, parse_digest, reload, step,
+    Decision, Loaded, Pointer, SkillsService, TestResultsRequest, TestRun, VersionBody, check_note,
+    lock_skill, parse_digest, reload, step,
 };
 
 /// Largest test log one result may carry, in bytes.
@@ -278,7 +278,14 @@ pub(crate) fn record_tests(
     }
     if author {
         body.self_reported = Some(run);
-        return step(s, p, &cur, body, "skill.test_self_reported", Pointer::Follow);
+        return step(
+            s,
+            p,
+            &cur,
+            body,
+            "skill.test_self_reported",
+            Pointer::Follow,
+        );
     }
     let passed = run.passed;
     body.tests = Some(run);

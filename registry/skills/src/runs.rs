@@ -56,20 +56,30 @@ pub struct RunReport {
     /// The harness's id of the run (1–128 of `A-Za-z0-9._:-`): a retry with the same body gets
     /// the same answer, another body under the same id 409.
     #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z0-9._:-]+$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")
+    )]
     pub run_id: String,
     /// The digest that ran; must be this version's.
     pub digest: String,
     pub outcome: RunOutcome,
     /// Wall time of the run, at most 86,400,000 (one day).
     #[schemars(range(max = 86_400_000))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 86_400_000))]
     pub duration_ms: u64,
     /// The task the run served (1–128 of `A-Za-z0-9._:-`); the task's deletion purges the run.
     #[serde(default)]
     #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z0-9._:-]+$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._:-]+$")
+    )]
     pub task: Option<String>,
     /// Free text (at most 2,000 characters): only its sha256 and length are kept.
     #[serde(default)]
     #[schemars(length(max = 2000))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 2000))]
     pub note: Option<String>,
 }
 
@@ -325,7 +335,10 @@ fn check_report(r: &RunReport) -> Result<()> {
             format!("duration_ms is at most {MAX_RUN_DURATION_MS}"),
         ));
     }
-    if r.note.as_ref().is_some_and(|n| n.chars().count() > MAX_RUN_NOTE_CHARS) {
+    if r.note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > MAX_RUN_NOTE_CHARS)
+    {
         return Err(Error::new(
             ErrorCode::PayloadTooLarge,
             format!("a note is at most {MAX_RUN_NOTE_CHARS} characters"),

@@ -341,7 +341,11 @@ pub const MAX_NOTE_CHARS: usize = 1000;
 /// (immutability, transitions, the release pointer) never interleave for one skill, and steps
 /// on other skills never wait. Only platform principals change global skills, and they share
 /// the platform's tenant, so this also serialises every step on a global skill.
-pub(crate) fn lock_skill(s: &SkillsService, p: &Principal, name: &str) -> registry_core::locks::KeyGuard {
+pub(crate) fn lock_skill(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+) -> registry_core::locks::KeyGuard {
     s.locks.lock(&format!("{}|{name}", p.tenant))
 }
 
@@ -1310,10 +1314,13 @@ pub(crate) fn promote(
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version, Action::Promote)?;
     require_write(p, &cur)?;
+    // Before the state machine: a version short of Test evidence is told which evidence.
+    if !crate::resolve::holds_version(&cur) {
+        crate::proof::require_test_evidence(&cur.body)?;
+    }
     lifecycle::check(cur.body.state, Action::Promote)?;
     crate::resolve::check_not_held(s, p, name, version, &cur.rec.meta.scope)?;
     let b = &cur.body;
-    crate::proof::require_test_evidence(b)?;
     let tested = crate::proof::test_passed(b);
     let approved = b.reviews.last().is_some_and(|r| {
         r.decision == Decision::Approve && r.digest == b.digest && r.reviewer != b.author
