@@ -138,6 +138,11 @@ macro_rules! sqlite_only {
 pub struct Key {
     pub secret: String,
     pub id: String,
+    /// What the key was made with, so a helper can make a colleague (a tester) beside it.
+    pub tenant: String,
+    pub user: String,
+    pub projects: Vec<String>,
+    pub platform: bool,
 }
 
 impl TestApp {
@@ -215,7 +220,14 @@ impl TestApp {
         };
         tweak(&mut c);
         let (rec, secret) = create_key(self.state.services.backends.store.as_ref(), &c).unwrap();
-        Key { secret, id: rec.id }
+        Key {
+            secret,
+            id: rec.id,
+            tenant: c.tenant.clone().unwrap_or_default(),
+            user: c.user.clone(),
+            projects: c.projects.clone(),
+            platform: c.platform,
+        }
     }
 
     /// A key that belongs to `projects` of its tenant (full clearance).
@@ -230,6 +242,18 @@ impl TestApp {
     pub fn platform_key(&self, user: &str, roles: &[&str]) -> Key {
         self.key_with("platform", user, roles, |c| {
             c.platform = true;
+            c.clearance = Some("secret".into());
+        })
+    }
+
+    /// A key with the `tester` role beside `author` (same tenant, projects and platform flag),
+    /// under a user name neither the author nor a reviewer uses.
+    pub fn tester_for(&self, author: &Key) -> Key {
+        let projects = author.projects.clone();
+        let platform = author.platform;
+        self.key_with(&author.tenant, "tess-the-tester", &["tester"], |c| {
+            c.projects = projects;
+            c.platform = platform;
             c.clearance = Some("secret".into());
         })
     }

@@ -19,5 +19,6 @@ mod retrieval;
 mod security;
 mod skill_doors;
 mod skills;
+mod skills_proof;
 mod skills_scan;
 mod ui;

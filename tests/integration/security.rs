@@ -126,7 +126,7 @@ fn a_tenant_admin_cannot_write_review_move_or_delete_anything_global() {
     let (s, draft) = publish(&app, &ops, &bytes2, None);
     assert_eq!(s, 201, "{draft}");
     let (s, _) = call(app.post(
-        &ops,
+        &app.tester_for(&ops),
         &vpath("ledger-sync", "1.1.0", "test-results"),
         &pass_all(&draft),
     ));
@@ -444,7 +444,7 @@ fn oversized_packs_reviews_and_listings_are_bounded() {
     ));
     let (_, v) = publish(&app, &ann, &bytes, None);
     call(app.post(
-        &ann,
+        &app.tester_for(&ann),
         &vpath("notes", "1.0.0", "test-results"),
         &pass_all(&v),
     ));

@@ -68,7 +68,7 @@ fn collision() -> Collision {
     let (s, draft) = publish(&app, &mallory, &draft_bytes, None);
     assert_eq!(s, 201, "{draft}");
     let (s, b) = call(app.post(
-        &mallory,
+        &app.tester_for(&mallory),
         &vpath(NAME, "1.0.0", "test-results"),
         &pass_all(&draft),
     ));
@@ -252,7 +252,7 @@ fn mcp_resources_read_serves_the_global_release_beside_a_tenant_draft() {
 }
 
 /// A signed-in console session over plain HTTP: its cookie header.
-fn console_session(app: &TestApp, key: &Key) -> (Client, String) {
+pub(crate) fn console_session(app: &TestApp, key: &Key) -> (Client, String) {
     let client = Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -285,7 +285,7 @@ fn console_session(app: &TestApp, key: &Key) -> (Client, String) {
     (client, cookie)
 }
 
-fn console_get(app: &TestApp, session: &(Client, String), path: &str) -> (u16, String) {
+pub(crate) fn console_get(app: &TestApp, session: &(Client, String), path: &str) -> (u16, String) {
     let resp = session
         .0
         .get(app.url(path))

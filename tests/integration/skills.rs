@@ -84,6 +84,38 @@ pub(crate) fn pass_all(view: &Value) -> Value {
     })
 }
 
+/// Test evidence for `name@ver` (its published view `v`) as the lifecycle demands it: a tester
+/// beside `author` records passing results of the declared tests; a version that declares
+/// none gets `reviewer`'s waiver. `h` adds headers (a project).
+pub(crate) fn record_test_evidence(
+    app: &TestApp,
+    author: &Key,
+    reviewer: &Key,
+    v: &Value,
+    h: &dyn Fn(reqwest::blocking::RequestBuilder) -> reqwest::blocking::RequestBuilder,
+) -> Value {
+    let (name, ver) = (v["name"].as_str().unwrap(), v["version"].as_str().unwrap());
+    let declares_tests = v["manifest"]["tests"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty());
+    let (s, b) = if declares_tests {
+        let tester = app.tester_for(author);
+        call(h(app.post(
+            &tester,
+            &vpath(name, ver, "test-results"),
+            &pass_all(v),
+        )))
+    } else {
+        call(h(app.post(
+            reviewer,
+            &vpath(name, ver, "test-waiver"),
+            &json!({"reason": "no executable behaviour to test"}),
+        )))
+    };
+    assert_eq!((s, b["state"].as_str()), (200, Some("tested")), "{b}");
+    b
+}
+
 /// publish → tests passed → approved by `reviewer` → promoted. Returns the version view.
 pub(crate) fn release(
     app: &TestApp,
@@ -111,12 +143,7 @@ pub(crate) fn release_in(
         Some(p) => r.header("x-project", p),
         None => r,
     };
-    let (s, b) = call(h(app.post(
-        author,
-        &vpath(name, ver, "test-results"),
-        &pass_all(&v),
-    )));
-    assert_eq!(s, 200, "{b}");
+    record_test_evidence(app, author, reviewer, &v, &h);
     let (s, b) = call(h(app.post(
         reviewer,
         &vpath(name, ver, "review"),
@@ -228,12 +255,13 @@ fn lifecycle_rules_hold() {
     let (other, _) = pack(&dir);
     assert_error(publish(&app, &ann, &other, None), 409, "CONFLICT");
 
-    // Promote a draft: refused with the state and the allowed transitions.
+    // Promote a draft: refused (no test run yet) with the state and the allowed transitions.
     let e = assert_error(
         call(app.post(&ann, &vpath(name, "1.0.0", "promote"), &json!({}))),
         409,
-        "INVALID_TRANSITION",
+        "TEST_EVIDENCE_MISSING",
     );
+    assert_eq!(e["error"]["details"]["reason"], "no_test_run");
     assert_eq!(e["error"]["details"]["state"], "draft");
     assert_eq!(
         e["error"]["details"]["allowed_transitions"],
@@ -266,19 +294,21 @@ fn lifecycle_rules_hold() {
         422,
         "VALIDATION_FAILED",
     );
-    // A failing run keeps the version in draft.
+    // A tester's failing run keeps the version in draft.
+    let tess = app.tester_for(&ann);
     let mut failing = pass_all(&v);
     failing["results"][0]["passed"] = json!(false);
-    let (s, b) = call(app.post(&ann, &vpath(name, "1.0.0", "test-results"), &failing));
+    let (s, b) = call(app.post(&tess, &vpath(name, "1.0.0", "test-results"), &failing));
     assert_eq!((s, b["state"].as_str()), (200, Some("draft")), "{b}");
     assert_eq!(b["tests"]["passed"], false);
-    assert_error(
+    let e = assert_error(
         call(app.post(&ann, &vpath(name, "1.0.0", "promote"), &json!({}))),
         409,
-        "INVALID_TRANSITION",
+        "TEST_EVIDENCE_MISSING",
     );
+    assert_eq!(e["error"]["details"]["reason"], "tests_failed");
 
-    let (s, b) = call(app.post(&ann, &vpath(name, "1.0.0", "test-results"), &pass_all(&v)));
+    let (s, b) = call(app.post(&tess, &vpath(name, "1.0.0", "test-results"), &pass_all(&v)));
     assert_eq!((s, b["state"].as_str()), (200, Some("tested")), "{b}");
     assert_eq!(b["tests"]["digest"], digest.as_str());
     // Tested but not approved: still no promote.

@@ -126,7 +126,7 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
     let (s, view) = publish(&app, &ann, &v2, None);
     assert!(s == 200 || s == 201, "{view}");
     let (s, b) = call(app.post(
-        &ann,
+        &app.tester_for(&ann),
         &vpath("invoice-booker", "1.1.0", "test-results"),
         &pass_all(&view),
     ));

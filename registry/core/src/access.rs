@@ -145,7 +145,8 @@ pub fn erasure_reach(
     if !((is_self && (own_data || owned)) || governs(p, m)) {
         return ErasureReach::Untouched;
     }
-    if own_data || (about_subject && owned) {
+    // A reported skill run is the reporter's own activity record: it goes with them.
+    if own_data || (about_subject && owned) || (owned && m.kind == AssetKind::SkillRun) {
         ErasureReach::Purge
     } else if about_subject {
         if governs(p, m) {

@@ -35,15 +35,18 @@ pub enum AssetKind {
     Chunk,
     SkillVersion,
     Summary,
+    /// A run of a skill version a harness reported (Observe): scoped, purged with its version.
+    SkillRun,
 }
 
 impl AssetKind {
-    pub const ALL: [AssetKind; 5] = [
+    pub const ALL: [AssetKind; 6] = [
         AssetKind::Memory,
         AssetKind::Document,
         AssetKind::Chunk,
         AssetKind::SkillVersion,
         AssetKind::Summary,
+        AssetKind::SkillRun,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +56,7 @@ impl AssetKind {
             AssetKind::Chunk => "chunk",
             AssetKind::SkillVersion => "skill_version",
             AssetKind::Summary => "summary",
+            AssetKind::SkillRun => "skill_run",
         }
     }
 

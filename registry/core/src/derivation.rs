@@ -20,6 +20,8 @@ pub enum Relation {
     Supersedes,
     /// A skill version or evaluation case that cites a reference.
     Cites,
+    /// A reported run of a skill version (deleted with it).
+    RunOf,
 }
 
 impl Relation {
@@ -31,6 +33,7 @@ impl Relation {
             Relation::SummaryOf => "summary_of",
             Relation::Supersedes => "supersedes",
             Relation::Cites => "cites",
+            Relation::RunOf => "run_of",
         }
     }
 
@@ -43,6 +46,7 @@ impl Relation {
             SummaryOf,
             Supersedes,
             Cites,
+            RunOf,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)

@@ -31,6 +31,8 @@ pub enum ErrorCode {
     /// A skill version whose supply-chain scan failed cannot be approved or promoted until a
     /// platform principal overrides the scan.
     ScanFailed,
+    /// Promotion without the evidence Test rests on (`details.reason` says which is missing).
+    TestEvidenceMissing,
 }
 
 impl ErrorCode {
@@ -55,6 +57,7 @@ impl ErrorCode {
         (ErrorCode::RequestTimeout, 408),
         (ErrorCode::TooManyRequests, 429),
         (ErrorCode::ScanFailed, 409),
+        (ErrorCode::TestEvidenceMissing, 409),
     ];
 
     pub fn http_status(self) -> u16 {
@@ -86,6 +89,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
             ErrorCode::ScanFailed => "SCAN_FAILED",
+            ErrorCode::TestEvidenceMissing => "TEST_EVIDENCE_MISSING",
         }
     }
 }

@@ -21,16 +21,20 @@ pub enum Role {
     Ingest,
     /// May vote on whether a memory helped (without being a writer).
     Feedback,
+    /// Runs a skill version's declared tests and records the results that Test rests on
+    /// (never for a version it wrote; never the same user as the version's reviewer).
+    Tester,
 }
 
 impl Role {
-    pub const ALL: [Role; 6] = [
+    pub const ALL: [Role; 7] = [
         Role::Admin,
         Role::Writer,
         Role::Reader,
         Role::Reviewer,
         Role::Ingest,
         Role::Feedback,
+        Role::Tester,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Role {
             Role::Reviewer => "reviewer",
             Role::Ingest => "ingest",
             Role::Feedback => "feedback",
+            Role::Tester => "tester",
         }
     }
 
@@ -252,6 +257,20 @@ impl Principal {
     /// tenant (within its projects), or, for the global scope, a platform reviewer.
     pub fn can_review_in(&self, scope: &Scope) -> bool {
         if !self.has_role(Role::Reviewer) {
+            return false;
+        }
+        match &scope.tenant {
+            None => self.platform,
+            Some(t) => {
+                *t == self.tenant && scope.project.as_ref().is_none_or(|p| self.member_of(p))
+            }
+        }
+    }
+
+    /// Whether the principal may test what was written into `scope` (see [`Role::Tester`]): a
+    /// tester of that tenant (within its projects), or, for the global scope, a platform tester.
+    pub fn can_test_in(&self, scope: &Scope) -> bool {
+        if !self.has_role(Role::Tester) {
             return false;
         }
         match &scope.tenant {

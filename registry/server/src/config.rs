@@ -50,6 +50,38 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub store: StoreConfig,
     pub vectors: VectorsConfig,
+    pub skills: SkillsConfig,
+}
+
+/// Skills after Publish: when observed runs put a release back in the review queue.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SkillsConfig {
+    /// A released version whose failure rate (failures and errors over completed runs) is
+    /// above this, once it has `min_runs` completed runs, is flagged for review (0..1).
+    pub max_failure_rate: f64,
+    /// Completed runs a version (and its predecessor, for the comparison) needs before its
+    /// runs may flag it (at least 1).
+    pub min_runs: u64,
+}
+
+impl Default for SkillsConfig {
+    fn default() -> Self {
+        let p = registry_skills::ObservePolicy::default();
+        SkillsConfig {
+            max_failure_rate: p.max_failure_rate,
+            min_runs: p.min_runs,
+        }
+    }
+}
+
+impl SkillsConfig {
+    pub fn policy(&self) -> registry_skills::ObservePolicy {
+        registry_skills::ObservePolicy {
+            max_failure_rate: self.max_failure_rate,
+            min_runs: self.min_runs,
+        }
+    }
 }
 
 /// Where the vectors live.
@@ -201,6 +233,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             store: StoreConfig::default(),
             vectors: VectorsConfig::default(),
+            skills: SkillsConfig::default(),
         }
     }
 }
@@ -310,6 +343,15 @@ impl Config {
         }
         if self.data_dir.as_os_str().is_empty() {
             return bad("data_dir", "must not be empty".into());
+        }
+        if !(0.0..=1.0).contains(&self.skills.max_failure_rate) {
+            return bad(
+                "skills.max_failure_rate",
+                format!("{} is outside 0..1", self.skills.max_failure_rate),
+            );
+        }
+        if self.skills.min_runs == 0 {
+            return bad("skills.min_runs", "must be at least 1".into());
         }
         if !(1024..=1 << 30).contains(&self.max_body_bytes) {
             return bad(

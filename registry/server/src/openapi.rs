@@ -265,6 +265,7 @@ pub fn document() -> Value {
         doc.merge(crate::routes::memory::MemoryApi::openapi());
         doc.merge(crate::routes::knowledge::KnowledgeApi::openapi());
         doc.merge(crate::routes::skills::SkillsApi::openapi());
+        doc.merge(crate::routes::skill_proof::SkillProofApi::openapi());
         doc.merge(crate::routes::deletion::DeletionApi::openapi());
         doc.merge(crate::routes::context::ContextApi::openapi());
         doc.merge(crate::routes::retrieve::RetrieveApi::openapi());

@@ -389,6 +389,7 @@ impl AppState {
                 cluster: cluster_options(&config),
             },
         );
+        services.skills.set_observe_policy(config.skills.policy());
         let recover = |e: registry_services::Error| StartError::Recover(e.message);
         if text.needs_rebuild() {
             let n = services.rebuild_text_index().map_err(recover)?;

@@ -459,7 +459,8 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
     let body = json!({
         "digest": digest,
         "results": outcomes.iter().map(|o| json!({
-            "name": o.name, "passed": o.passed, "duration_ms": o.duration_ms, "log_digest": o.log_digest,
+            "name": o.name, "passed": o.passed, "duration_ms": o.duration_ms,
+            "log_digest": o.log_digest, "log": o.log,
         })).collect::<Vec<_>>(),
     });
     let recorded =
@@ -470,6 +471,21 @@ pub fn run_tests(client: &Client, name: &str, version: &str) -> Result<TestRepor
         sandboxed,
         recorded,
     })
+}
+
+/// Whether the results just recorded (the version the server answered) were kept as the
+/// author's self-reported ones: the newer of the two runs is the self-reported one.
+pub fn self_reported(recorded: &Value) -> bool {
+    let at = |k: &str| {
+        recorded[k]["at"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    match (at("self_reported"), at("tests")) {
+        (Some(s), Some(t)) => s > t,
+        (Some(_), None) => true,
+        _ => false,
+    }
 }
 
 /// Runs the declared tests of the skill directory `skill_dir` exactly as `skillctl test` runs a
@@ -554,6 +570,7 @@ fn run_one(
             timeout.as_secs()
         ));
     }
+    cap_log(&mut log);
     Ok(TestOutcome {
         name: name.to_string(),
         passed,
@@ -562,6 +579,22 @@ fn run_one(
         log,
         timed_out,
     })
+}
+
+/// Largest log uploaded with a result (the registry's limit); a longer one keeps its end.
+pub const MAX_LOG_BYTES: usize = 256 * 1024;
+
+/// Keeps the last [`MAX_LOG_BYTES`] of a log (on a character boundary) after a marker line.
+fn cap_log(log: &mut String) {
+    const MARK: &str = "[skillctl] log truncated to its end\n";
+    if log.len() <= MAX_LOG_BYTES {
+        return;
+    }
+    let mut start = log.len() - (MAX_LOG_BYTES - MARK.len());
+    while !log.is_char_boundary(start) {
+        start += 1;
+    }
+    *log = format!("{MARK}{}", &log[start..]);
 }
 
 /// `skills.toml`: `name = "<semver range>"` entries, at the top level or under `[skills]`.

@@ -89,6 +89,9 @@ enum Command {
     },
     /// Run a version's declared tests against its exact digest and record the results.
     ///
+    /// Results count for Test when the key has the tester role and is neither the version's
+    /// author nor its reviewer; the author's own are kept as self-reported (the state stays).
+    /// Each test's log (its last 256 KiB) is uploaded and stored under its digest.
     /// Each test command runs from a temporary unpacked copy of the skill (the exact digest),
     /// as argv (no shell), with a cleared environment: HOME is a fresh empty temporary
     /// directory, PATH is /usr/local/bin:/usr/bin:/bin, and of the tester's variables only
@@ -108,6 +111,16 @@ enum Command {
         local: Option<PathBuf>,
         #[command(flatten)]
         server: OptionalServerArgs,
+    },
+    /// Waive Test for a version that declares no test (reviewer role; not the author).
+    Waive {
+        name: String,
+        version: String,
+        /// Why the version may go without a test (recorded with the version).
+        #[arg(long)]
+        reason: String,
+        #[command(flatten)]
+        server: ServerArgs,
     },
     /// Approve or reject a version (reviewer role; not the author).
     Review {
@@ -318,6 +331,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             (None, Some(name), Some(version)) => test(&server.client()?, &name, &version),
             _ => bail!("give NAME VERSION, or --local DIR"),
         },
+        Command::Waive {
+            name,
+            version,
+            reason,
+            server,
+        } => step(
+            &server.client()?,
+            &name,
+            &version,
+            "/test-waiver",
+            json!({"reason": reason}),
+        ),
         Command::Review {
             name,
             version,
@@ -550,9 +575,14 @@ fn test(client: &Client, name: &str, version: &str) -> Result<ExitCode> {
     let report = skillctl::run_tests(client, name, version)?;
     print_outcomes(&report);
     println!(
-        "{name}@{version} {} -> {}",
+        "{name}@{version} {} -> {}{}",
         report.digest,
-        report.recorded["state"].as_str().unwrap_or("?")
+        report.recorded["state"].as_str().unwrap_or("?"),
+        if skillctl::self_reported(&report.recorded) {
+            " (self-reported by the author: not evidence for Test)"
+        } else {
+            ""
+        }
     );
     Ok(if report.outcomes.iter().all(|o| o.passed) {
         ExitCode::SUCCESS

@@ -133,8 +133,8 @@ fn write_skill(parent: &Path, name: &str, version: &str, tests: &str) -> PathBuf
 const TESTS: &str =
     "[[tests]]\nname = \"smoke\"\ncommand = [\"sh\", \"scripts/check.sh\"]\ntimeout_secs = 30\n";
 
-/// publish (binary) → test (binary) → review (binary) → promote (binary).
-fn release_dir(srv: &Server, ann: &str, rita: &str, cwd: &Path, dir: &Path, version: &str) {
+/// publish (binary) → test by a tester (binary) → review (binary) → promote (binary).
+fn release_dir(srv: &Server, [ann, tess, rita]: [&str; 3], cwd: &Path, dir: &Path, version: &str) {
     let out = ok(&skillctl(
         srv,
         ann,
@@ -144,11 +144,13 @@ fn release_dir(srv: &Server, ann: &str, rita: &str, cwd: &Path, dir: &Path, vers
     assert!(out.contains("(draft)"), "{out}");
     let out = ok(&skillctl(
         srv,
-        ann,
+        tess,
         cwd,
         &["test", "book-invoices", version],
     ));
     assert!(out.contains("PASS smoke"), "{out}");
+    assert!(out.contains("-> tested"), "{out}");
+    assert!(!out.contains("self-reported"), "{out}");
     let out = ok(&skillctl(
         srv,
         rita,
@@ -177,11 +179,12 @@ fn publish_test_review_promote_lock_and_install_with_the_binary() {
     let srv = Server::start();
     let ann = srv.key("acme", "ann", &["writer"]);
     let rita = srv.key("acme", "rita", &["reviewer"]);
+    let tess = srv.key("acme", "tess", &["tester"]);
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
     for v in ["1.0.0", "1.1.0"] {
         let dir = write_skill(&cwd.join(v), "book-invoices", v, TESTS);
-        release_dir(&srv, &ann, &rita, cwd, &dir, v);
+        release_dir(&srv, [&ann, &tess, &rita], cwd, &dir, v);
     }
     // Self-review is refused by the server; the CLI reports the code and fails.
     let dir = write_skill(&cwd.join("1.2.0"), "book-invoices", "1.2.0", TESTS);
@@ -191,12 +194,14 @@ fn publish_test_review_promote_lock_and_install_with_the_binary() {
         cwd,
         &["publish", dir.to_str().unwrap()],
     ));
-    ok(&skillctl(
+    // The author's own run is kept, labelled, and moves nothing.
+    let out = ok(&skillctl(
         &srv,
         &ann,
         cwd,
         &["test", "book-invoices", "1.2.0"],
     ));
+    assert!(out.contains("-> draft (self-reported"), "{out}");
     let o = skillctl(
         &srv,
         &ann,
@@ -301,6 +306,62 @@ fn a_failing_or_hanging_test_is_recorded_as_failed() {
     );
     assert!(out.contains("PASS smoke"), "{out}");
     assert!(out.contains("-> draft"), "{out}");
+}
+
+#[test]
+fn a_reviewer_waives_test_for_a_skill_that_declares_none() {
+    let srv = Server::start();
+    let ann = srv.key("acme", "ann", &["writer"]);
+    let rita = srv.key("acme", "rita", &["reviewer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = write_skill(tmp.path(), "book-invoices", "1.0.0", "");
+    ok(&skillctl(
+        &srv,
+        &ann,
+        tmp.path(),
+        &["publish", dir.to_str().unwrap()],
+    ));
+    let refused = |key: &str, args: &[&str], code: &str| {
+        let o = skillctl(&srv, key, tmp.path(), args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(!o.status.success() && err.contains(code), "{err}");
+    };
+    refused(
+        &ann,
+        &["promote", "book-invoices", "1.0.0"],
+        "TEST_EVIDENCE_MISSING",
+    );
+    refused(
+        &ann,
+        &["waive", "book-invoices", "1.0.0", "--reason", "mine"],
+        "FORBIDDEN",
+    );
+    let out = ok(&skillctl(
+        &srv,
+        &rita,
+        tmp.path(),
+        &[
+            "waive",
+            "book-invoices",
+            "1.0.0",
+            "--reason",
+            "instructions only",
+        ],
+    ));
+    assert!(out.contains("tested"), "{out}");
+    ok(&skillctl(
+        &srv,
+        &rita,
+        tmp.path(),
+        &["review", "book-invoices", "1.0.0", "--approve"],
+    ));
+    let out = ok(&skillctl(
+        &srv,
+        &ann,
+        tmp.path(),
+        &["promote", "book-invoices", "1.0.0"],
+    ));
+    assert!(out.contains("published"), "{out}");
 }
 
 #[test]

@@ -2,12 +2,18 @@
 
 pub mod error;
 pub mod lifecycle;
+pub mod proof;
 pub mod resolve;
+pub mod runs;
 pub mod service;
 pub mod views;
 
 pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
+pub use proof::{TestWaiver, TestWaiverRequest};
+pub use runs::{
+    ObserveFlag, ObservePolicy, RunComparison, RunOutcome, RunReport, RunStats, RunSummary, RunView,
+};
 pub use service::{
     ArchiveCache, Decision, DeprecateRequest, Deprecation, DiscoverView, Loaded, Published,
     ReleaseBody, ReleaseTarget, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,

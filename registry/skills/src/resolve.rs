@@ -7,8 +7,8 @@
 //! The rules, in order:
 //! 1. a version is visible when its scope, ACL, clearance and purpose admit the caller
 //!    ([`Principal::can_see`]) and, if it is a draft (any pre-release state), the caller may
-//!    see drafts there ([`may_see_draft`]: its author, a reviewer of its scope, an admin of its
-//!    scope);
+//!    see drafts there ([`may_see_draft`]: its author, a reviewer or tester of its scope, an
+//!    admin of its scope);
 //! 2. a name is answered by the most specific scope that holds a release, else the most
 //!    specific scope with a visible version (the select view);
 //! 3. `name@version` is served from a version that a release holds ([`holds_version`]) before
@@ -46,10 +46,10 @@ pub fn is_author(p: &Principal, l: &Loaded) -> bool {
         }
 }
 
-/// Who may see a draft: its author, a reviewer of its scope, an admin of its scope.
+/// Who may see a draft: its author, a reviewer or a tester of its scope, an admin of its scope.
 pub fn may_see_draft(p: &Principal, l: &Loaded) -> bool {
     let scope = &l.rec.meta.scope;
-    is_author(p, l) || p.can_review_in(scope) || p.governs(scope)
+    is_author(p, l) || p.can_review_in(scope) || p.can_test_in(scope) || p.governs(scope)
 }
 
 /// Rule 1: whether the caller may see this version (the visibility rule already held).
@@ -234,7 +234,9 @@ pub(crate) fn for_step(
             let scope = &l.rec.meta.scope;
             l.body.version == v
                 && match action {
-                    Some(_) => p.can_write_into(scope) || p.can_review_in(scope),
+                    Some(_) => {
+                        p.can_write_into(scope) || p.can_review_in(scope) || p.can_test_in(scope)
+                    }
                     None => p.can_write_into(scope) && (is_author(p, l) || p.governs(scope)),
                 }
         })
@@ -322,6 +324,10 @@ mod tests {
             published_at: None,
             scan: None,
             scan_override: None,
+            self_reported: None,
+            test_waiver: None,
+            blob_digests: vec![],
+            observe_flag: None,
         };
         let meta = AssetMeta::new(
             AssetKind::SkillVersion,

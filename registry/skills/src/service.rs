@@ -56,6 +56,8 @@ pub struct SkillsService {
     pub(crate) archives: Arc<ArchiveCache>,
     /// Steps on one skill are serialised per (tenant, name).
     pub(crate) locks: KeyedLocks,
+    /// When observed runs flag a release (shared by every clone).
+    pub(crate) observe: Arc<parking_lot::RwLock<crate::runs::ObservePolicy>>,
 }
 
 impl std::fmt::Debug for SkillsService {
@@ -82,7 +84,17 @@ impl SkillsService {
             deleter,
             archives: Arc::new(ArchiveCache::default()),
             locks: KeyedLocks::new(),
+            observe: Default::default(),
         }
+    }
+
+    /// Sets the policy by which observed runs flag a release (config `skills.*`).
+    pub fn set_observe_policy(&self, policy: crate::runs::ObservePolicy) {
+        *self.observe.write() = policy;
+    }
+
+    pub fn observe_policy(&self) -> crate::runs::ObservePolicy {
+        *self.observe.read()
     }
 
     /// Checks and stores an uploaded archive as a draft (see [`publish`]).
@@ -102,7 +114,60 @@ impl SkillsService {
         version: &str,
         req: TestResultsRequest,
     ) -> Result<Loaded> {
-        record_tests(self, p, name, version, req)
+        crate::proof::record_tests(self, p, name, version, req)
+    }
+
+    /// A reviewer's waiver of Test for a version that declares no test (see [`crate::proof`]).
+    pub fn record_waiver(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: crate::proof::TestWaiverRequest,
+    ) -> Result<Loaded> {
+        crate::proof::record_waiver(self, p, name, version, req)
+    }
+
+    /// One stored test log of a version (see [`crate::proof`]).
+    pub fn test_log(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        log_digest: &str,
+    ) -> Result<Vec<u8>> {
+        crate::proof::test_log(self, p, name, version, log_digest)
+    }
+
+    /// Records a harness's run of a version (see [`crate::runs`]).
+    pub fn report_run(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: crate::runs::RunReport,
+    ) -> Result<crate::runs::RunView> {
+        crate::runs::report(self, p, name, version, req)
+    }
+
+    /// The observed figures of a version and its comparison with the release it replaced.
+    pub fn run_summary(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+    ) -> Result<crate::runs::RunSummary> {
+        crate::runs::summary_view(self, p, name, version)
+    }
+
+    /// Purges the runs reported with `task` in `tenant` (call from task deletion).
+    pub fn purge_runs_of_task(
+        &self,
+        actor: &str,
+        tenant: &str,
+        task: &str,
+    ) -> Result<Option<registry_core::deletion::Receipt>> {
+        crate::runs::purge_runs_of_task(self, actor, tenant, task)
     }
 
     pub fn review(
@@ -276,7 +341,11 @@ pub const MAX_NOTE_CHARS: usize = 1000;
 /// (immutability, transitions, the release pointer) never interleave for one skill, and steps
 /// on other skills never wait. Only platform principals change global skills, and they share
 /// the platform's tenant, so this also serialises every step on a global skill.
-fn lock_skill(s: &SkillsService, p: &Principal, name: &str) -> registry_core::locks::KeyGuard {
+pub(crate) fn lock_skill(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+) -> registry_core::locks::KeyGuard {
     s.locks.lock(&format!("{}|{name}", p.tenant))
 }
 
@@ -357,6 +426,15 @@ pub struct TestResult {
     pub duration_ms: u64,
     /// `sha256:<hex>` of the captured output.
     pub log_digest: String,
+    /// The captured output itself (UTF-8, at most 256 KiB): stored as a blob under
+    /// `log_digest` in the version's tenant, readable by the scope's reviewers, testers and
+    /// admins, purged with the version. It must hash to `log_digest`.
+    #[serde(default, skip_serializing)]
+    #[schemars(length(max = 262144))]
+    pub log: Option<String>,
+    /// Whether the log was uploaded and is stored (answers only).
+    #[serde(default)]
+    pub log_stored: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -368,6 +446,9 @@ pub struct TestRun {
     pub passed: bool,
     pub recorded_by: String,
     pub at: DateTime<Utc>,
+    /// Recorded by the version's own author: kept and shown, never enough for Test.
+    #[serde(default)]
+    pub self_reported: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -453,6 +534,18 @@ pub struct VersionBody {
     /// A platform principal's override of a failing scan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scan_override: Option<ScanOverride>,
+    /// The author's own latest test results (self-reported: never enough for Test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_reported: Option<TestRun>,
+    /// A reviewer's waiver of Test for a version that declares no test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_waiver: Option<crate::proof::TestWaiver>,
+    /// Blob keys of the uploaded test logs (purged with the version).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blob_digests: Vec<String>,
+    /// Set once when observed runs put a released version back in the review queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observe_flag: Option<crate::runs::ObserveFlag>,
 }
 
 /// A platform principal's decision to release a version whose scan failed.
@@ -588,7 +681,7 @@ fn scope_label(s: &Scope) -> String {
 
 /// An event about an asset in `scope`: filed under the scope's tenant (none for the global
 /// scope, whose events every tenant's audit shows).
-fn audit(
+pub(crate) fn audit(
     p: &Principal,
     action: &str,
     scope: &Scope,
@@ -602,7 +695,7 @@ fn audit(
         .hashes(before, after)
 }
 
-fn digest_hex(d: &str) -> String {
+pub(crate) fn digest_hex(d: &str) -> String {
     d.trim_start_matches("sha256:").to_string()
 }
 
@@ -746,6 +839,10 @@ pub(crate) fn publish(
         published_at: None,
         scan: Some(skills_sdk::scan_archive(&archive)),
         scan_override: None,
+        self_reported: None,
+        test_waiver: None,
+        blob_digests: vec![],
+        observe_flag: None,
     };
     let mut meta = AssetMeta::new(
         AssetKind::SkillVersion,
@@ -780,7 +877,7 @@ pub(crate) fn publish(
 }
 
 /// What a lifecycle step changes, and how the release pointer should follow.
-enum Pointer {
+pub(crate) enum Pointer {
     /// Keep the pinned target if still released, else fall back to the highest released.
     Follow,
     /// The just-promoted version becomes current unless a higher one already is.
@@ -790,7 +887,7 @@ enum Pointer {
 }
 
 /// Writes the next image of `cur` with `body`, moves the release pointer, audits, indexes.
-fn step(
+pub(crate) fn step(
     s: &SkillsService,
     p: &Principal,
     cur: &Loaded,
@@ -1077,7 +1174,7 @@ fn release_ops(
 }
 
 /// Free text on a lifecycle step: bounded, one line.
-fn check_note(field: &str, v: Option<&str>) -> Result<()> {
+pub(crate) fn check_note(field: &str, v: Option<&str>) -> Result<()> {
     match v {
         Some(t)
             if t.chars().count() > MAX_NOTE_CHARS
@@ -1094,7 +1191,7 @@ fn check_note(field: &str, v: Option<&str>) -> Result<()> {
     }
 }
 
-fn require_write(p: &Principal, l: &Loaded) -> Result<()> {
+pub(crate) fn require_write(p: &Principal, l: &Loaded) -> Result<()> {
     if p.can_write_into(&l.rec.meta.scope) {
         Ok(())
     } else {
@@ -1122,7 +1219,7 @@ pub fn require_release_governance(p: &Principal, l: &Loaded) -> Result<()> {
 
 /// Re-reads the version under the write lock so a step never acts on a stale image; through
 /// the resolver ([`crate::resolve::for_step`]).
-fn reload(
+pub(crate) fn reload(
     s: &SkillsService,
     p: &Principal,
     name: &str,
@@ -1139,64 +1236,6 @@ pub struct TestResultsRequest {
     /// The digest the tests ran against; must be the version's digest.
     pub digest: String,
     pub results: Vec<TestResult>,
-}
-
-pub(crate) fn record_tests(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-    req: TestResultsRequest,
-) -> Result<Loaded> {
-    let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version, Action::Test)?;
-    require_write(p, &cur)?;
-    lifecycle::check(cur.body.state, Action::Test)?;
-    let digest = parse_digest(&req.digest)?;
-    if digest != cur.body.digest {
-        return Err(Error::new(
-            ErrorCode::Conflict,
-            "the tests ran against another digest than this version's",
-        )
-        .with_details(serde_json::json!({"expected": cur.body.digest, "got": digest})));
-    }
-    let declared: BTreeSet<&str> = cur
-        .body
-        .manifest
-        .iter()
-        .flat_map(|m| m.tests.iter().map(|t| t.name.as_str()))
-        .collect();
-    let got: BTreeSet<&str> = req.results.iter().map(|r| r.name.as_str()).collect();
-    if declared != got || got.len() != req.results.len() {
-        return Err(
-            Error::validation("results must name each declared test exactly once").with_details(
-                serde_json::json!({
-                    "field": "results",
-                    "declared": declared,
-                    "got": req.results.iter().map(|r| &r.name).collect::<Vec<_>>(),
-                }),
-            ),
-        );
-    }
-    for r in &req.results {
-        parse_digest(&r.log_digest)?;
-    }
-    let passed = req.results.iter().all(|r| r.passed);
-    let mut body = cur.body.clone();
-    body.tests = Some(TestRun {
-        digest,
-        results: req.results,
-        passed,
-        recorded_by: p.user.clone(),
-        at: Utc::now(),
-    });
-    body.reviews.clear();
-    body.state = if passed {
-        LifecycleState::Tested
-    } else {
-        LifecycleState::Draft
-    };
-    step(s, p, &cur, body, "skill.test", Pointer::Follow)
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1246,6 +1285,7 @@ pub(crate) fn review(
                 .with_details(serde_json::json!({"reason": "self_review"})),
         );
     }
+    crate::proof::require_not_tester(p, &cur)?;
     lifecycle::check(cur.body.state, Action::Review)?;
     if req.decision == Decision::Approve {
         require_scan(&cur.body, "approval")?;
@@ -1274,13 +1314,14 @@ pub(crate) fn promote(
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version, Action::Promote)?;
     require_write(p, &cur)?;
+    // Before the state machine: a version short of Test evidence is told which evidence.
+    if !crate::resolve::holds_version(&cur) {
+        crate::proof::require_test_evidence(&cur.body)?;
+    }
     lifecycle::check(cur.body.state, Action::Promote)?;
     crate::resolve::check_not_held(s, p, name, version, &cur.rec.meta.scope)?;
     let b = &cur.body;
-    let tested = b
-        .tests
-        .as_ref()
-        .is_some_and(|t| t.passed && t.digest == b.digest);
+    let tested = crate::proof::test_passed(b);
     let approved = b.reviews.last().is_some_and(|r| {
         r.decision == Decision::Approve && r.digest == b.digest && r.reviewer != b.author
     });

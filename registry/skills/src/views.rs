@@ -69,6 +69,12 @@ pub struct VersionView {
     pub scan: Option<skills_sdk::ScanReport>,
     /// A platform principal's override of a failing scan.
     pub scan_override: Option<crate::service::ScanOverride>,
+    /// The author's own latest results: shown, never enough for Test.
+    pub self_reported: Option<TestRun>,
+    /// A reviewer's waiver of Test (versions that declare no test).
+    pub test_waiver: Option<crate::proof::TestWaiver>,
+    /// Set when observed runs put this release back in the review queue.
+    pub observe_flag: Option<crate::runs::ObserveFlag>,
 }
 
 /// The scan report's schema comes from its JSON Schema derive (the server's document names it
@@ -102,6 +108,9 @@ impl VersionView {
             yank_reason: b.yank_reason.clone(),
             scan: b.scan.clone(),
             scan_override: b.scan_override.clone(),
+            self_reported: b.self_reported.clone(),
+            test_waiver: b.test_waiver.clone(),
+            observe_flag: b.observe_flag.clone(),
         }
     }
 }
@@ -118,6 +127,10 @@ pub struct VersionSummary {
     pub scan: Option<skills_sdk::ScanVerdict>,
     /// A failing scan was overridden by a platform principal.
     pub scan_overridden: bool,
+    /// Observed runs (the caller's tenant), for versions that were released.
+    pub runs: Option<crate::runs::RunStats>,
+    /// Observed runs put this release back in the review queue.
+    pub flagged: bool,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -163,20 +176,28 @@ pub fn select_view(
     let selected = &selected;
     let (executable, reasons) =
         crate::service::executable_check(selected, tools, permissions, environment);
+    let mut summaries = Vec::with_capacity(versions.len());
+    for l in &versions {
+        let runs = if crate::resolve::holds_version(l) {
+            Some(crate::runs::stats_for(s, p, l)?)
+        } else {
+            None
+        };
+        summaries.push(VersionSummary {
+            version: l.body.version.clone(),
+            digest: l.body.digest.clone(),
+            state: l.body.state,
+            yanked: l.body.state == LifecycleState::Yanked,
+            scan: l.body.scan.as_ref().map(|r| r.verdict),
+            scan_overridden: l.body.scan_override.is_some(),
+            runs,
+            flagged: l.body.observe_flag.is_some(),
+        });
+    }
     Ok(SelectView {
         name: name.to_string(),
         current: current.map(|c| c.version),
-        versions: versions
-            .iter()
-            .map(|l| VersionSummary {
-                version: l.body.version.clone(),
-                digest: l.body.digest.clone(),
-                state: l.body.state,
-                yanked: l.body.state == LifecycleState::Yanked,
-                scan: l.body.scan.as_ref().map(|r| r.verdict),
-                scan_overridden: l.body.scan_override.is_some(),
-            })
-            .collect(),
+        versions: summaries,
         selected: VersionView::of(selected),
         executable,
         reasons,

@@ -127,7 +127,8 @@ class Knowledge(_Api):
 
 
 class Skills(_Api):
-    """Skills: discover (list), select (get), load (instructions)."""
+    """Skills: discover (list), select (get), load (instructions), and the runs a harness
+    reports after Publish (report_run, runs)."""
 
     def list(self, query: Optional[str] = None, *, limit: Optional[int] = None) -> m.DiscoverList:
         """``GET /v1/skills``."""
@@ -145,6 +146,24 @@ class Skills(_Api):
             "GET",
             f"/v1/skills/{_seg(name)}/versions/{_seg(version)}/instructions",
             m.InstructionsView,
+        )
+
+    def report_run(
+        self, name: str, version: str, request: Optional[m.RunReport] = None, **fields: Any
+    ) -> m.RunView:
+        """``POST /v1/skills/{name}/versions/{version}/runs``: idempotent by ``run_id`` (another
+        body under the same ``run_id``, or a digest the version does not have: ``CONFLICT``)."""
+        req = request or m.RunReport(**fields)
+        return self._call(
+            "POST", f"/v1/skills/{_seg(name)}/versions/{_seg(version)}/runs", m.RunView, req
+        )
+
+    def runs(self, name: str, version: str) -> m.RunSummary:
+        """``GET /v1/skills/{name}/versions/{version}/runs/summary``: the runs the key may see."""
+        return self._call(
+            "GET",
+            f"/v1/skills/{_seg(name)}/versions/{_seg(version)}/runs/summary",
+            m.RunSummary,
         )
 
 

@@ -374,6 +374,89 @@ class InstructionsView(Answer):
     tokens: int
 
 
+RunOutcome = Literal["success", "failure", "error", "aborted"]
+
+
+class RunReport(Request):
+    """OpenAPI ``RunReport`` (``POST /v1/skills/{name}/versions/{version}/runs``): one run of a
+    version, idempotent by ``run_id``; ``duration_ms`` is at most 86,400,000; the note is kept as
+    its sha256 only."""
+
+    run_id: str
+    digest: str
+    outcome: RunOutcome
+    duration_ms: int = Field(ge=0, le=86_400_000)
+    task: Optional[str] = None
+    note: Optional[str] = None
+
+
+class RunView(Answer):
+    """OpenAPI ``RunView``: a recorded run (a retry answers the same)."""
+
+    id: str
+    run_id: str
+    name: str
+    version: str
+    digest: str
+    outcome: RunOutcome
+    duration_ms: int
+    task: Optional[str] = None
+    note_sha256: Optional[str] = None
+    reported_by: str
+    at: datetime
+
+
+class RunStats(Answer):
+    """OpenAPI ``RunStats``: a version's observed figures (success rate with its Wilson 95%
+    interval, nearest-rank duration percentiles)."""
+
+    runs: int
+    successes: int
+    failures: int
+    errors: int
+    aborted: int
+    success_rate: Optional[float] = None
+    success_low: Optional[float] = None
+    success_high: Optional[float] = None
+    failure_rate: Optional[float] = None
+    duration_p50_ms: Optional[int] = None
+    duration_p95_ms: Optional[int] = None
+    last_used_at: Optional[datetime] = None
+
+
+class RunComparison(Answer):
+    """OpenAPI ``RunComparison``: against the release it replaced (``worse``, ``better``,
+    ``indistinguishable`` or ``insufficient``)."""
+
+    predecessor: str
+    predecessor_digest: str
+    predecessor_stats: RunStats
+    verdict: str
+
+
+class ObserveFlag(Answer):
+    """OpenAPI ``ObserveFlag``: why observed runs put a release back in review."""
+
+    reason: str
+    at: datetime
+    runs: int
+    failure_rate: float
+    predecessor: Optional[str] = None
+
+
+class RunSummary(Answer):
+    """OpenAPI ``RunSummary`` (``GET /v1/skills/{name}/versions/{version}/runs/summary``)."""
+
+    name: str
+    version: str
+    digest: str
+    stats: RunStats
+    compared_with: Optional[RunComparison] = None
+    observe_flag: Optional[ObserveFlag] = None
+    max_failure_rate: float
+    min_runs: int
+
+
 # --- context packs --------------------------------------------------------------------------
 
 
@@ -486,6 +569,12 @@ SCHEMAS: dict[type[BaseModel], str] = {
     VersionView: "VersionView",
     SelectView: "SelectView",
     InstructionsView: "InstructionsView",
+    RunReport: "RunReport",
+    RunView: "RunView",
+    RunStats: "RunStats",
+    RunComparison: "RunComparison",
+    ObserveFlag: "ObserveFlag",
+    RunSummary: "RunSummary",
     PackRequest: "PackRequest",
     PackItem: "PackItem",
     ManifestItem: "ManifestItem",

@@ -138,6 +138,42 @@ def test_skills_list_get_and_instructions(reg, other, skill):
     assert e.value.status == 404 and e.value.code == "NOT_FOUND"
 
 
+def test_skill_runs_reported_idempotently_and_summarised(reg, other, skill):
+    entry = next(s for s in reg.skills.list().skills if s.name == skill)
+    run_id = f"sdk-{uuid.uuid4().hex[:12]}"
+    first = reg.skills.report_run(
+        skill, entry.version, run_id=run_id, digest=entry.digest, outcome="success",
+        duration_ms=250, note="the harness's own words",
+    )
+    assert first.run_id == run_id and first.digest == entry.digest
+    assert first.note_sha256 and len(first.note_sha256) == 64
+    again = reg.skills.report_run(
+        skill, entry.version, m.RunReport(
+            run_id=run_id, digest=entry.digest, outcome="success", duration_ms=250,
+            note="the harness's own words",
+        )
+    )
+    assert again.id == first.id and again.at == first.at
+    summary = reg.skills.runs(skill, entry.version)
+    assert summary.stats.runs >= 1 and summary.stats.successes >= 1
+    assert summary.stats.success_low <= summary.stats.success_rate <= summary.stats.success_high
+    with pytest.raises(RegistryError) as e:
+        reg.skills.report_run(
+            skill, entry.version, run_id=run_id, digest=entry.digest, outcome="failure",
+            duration_ms=250,
+        )
+    assert e.value.code == "CONFLICT" and e.value.details["reason"] == "run_id_reused"
+    with pytest.raises(RegistryError) as e:
+        reg.skills.report_run(
+            skill, entry.version, run_id=f"{run_id}-x", digest="sha256:" + "ab" * 32,
+            outcome="success", duration_ms=1,
+        )
+    assert e.value.code == "CONFLICT" and e.value.details["reason"] == "digest_mismatch"
+    with pytest.raises(RegistryError) as e:
+        other.skills.runs(skill, entry.version)
+    assert e.value.status == 404 and e.value.code == "NOT_FOUND"
+
+
 def test_context_pack_and_its_manifest(reg):
     pack = reg.context.pack(
         goal="Book a business trip to Lyon",

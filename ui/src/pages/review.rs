@@ -41,7 +41,7 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
     let p = ctx.principal.clone();
     let limit = q.limit.unwrap_or(50).clamp(1, 500);
     let needle = q.q.trim().to_lowercase();
-    let (queue, skills) = c
+    let (queue, skills, flagged) = c
         .run(move |s| {
             let mut queue = vec![];
             if p.has_role(Role::Reviewer) {
@@ -65,6 +65,7 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
                 }
             }
             let mut skills = vec![];
+            let mut flagged = vec![];
             for name in s.skill_names(&p)? {
                 if !needle.is_empty() && !name.contains(&needle) {
                     continue;
@@ -72,10 +73,12 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
                 for l in s.skills.visible_versions(&p, &name)? {
                     if l.body.state == LifecycleState::Tested {
                         skills.push(VersionView::of(&l));
+                    } else if l.body.observe_flag.is_some() && l.body.state.is_released() {
+                        flagged.push(VersionView::of(&l));
                     }
                 }
             }
-            Ok((queue, skills))
+            Ok((queue, skills, flagged))
         })
         .await?;
     let reviewer = ctx.has_role(Role::Reviewer);
@@ -139,6 +142,12 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
                             }
                         }
                     }
+                    @if let Some(t) = &v.self_reported {
+                        p class="muted" { "Self-reported by the author " (t.recorded_by) " (" (if t.passed { "passed" } else { "failed" }) "): not evidence for Test." }
+                    }
+                    @if let Some(w) = &v.test_waiver {
+                        p { "Test waived by " (w.by) ": " (w.reason) }
+                    }
                     (scan_section(v))
                     @if reviewer && v.author != ctx.principal.user {
                         div class="actions" {
@@ -147,6 +156,23 @@ pub async fn page(State(c): State<Console>, ctx: Ctx, Query(q): Query<ReviewQuer
                         }
                     } @else if reviewer {
                         p class="muted" { "The author may not review their own version." }
+                    }
+                }
+            }
+        }
+        section aria-labelledby="h-observed" {
+            h2 id="h-observed" { "Releases flagged by their observed runs (" (flagged.len()) ")" }
+            @if flagged.is_empty() { p { "Nothing is flagged." } }
+            @for v in &flagged {
+                @if let Some(f) = &v.observe_flag {
+                    article class="card" data-testid="review-observed" aria-label=(format!("Skill {} {}", v.name, v.version)) {
+                        h3 { a href=(format!("/ui/skills/{}?version={}", v.name, v.version)) { (v.name) " " (v.version) } }
+                        p {
+                            "Reason " code { (f.reason) } ": failure rate " (format!("{:.3}", f.failure_rate))
+                            " over " (f.runs) " runs"
+                            @if let Some(p) = &f.predecessor { ", credibly worse than " (p) }
+                            " (flagged " (when(&f.at)) ")."
+                        }
                     }
                 }
             }

@@ -108,6 +108,29 @@ fn actions(ctx: &Ctx, v: &VersionView) -> Markup {
     }
 }
 
+fn rate(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.3}")).unwrap_or_else(|| "–".into())
+}
+
+/// A version's observed figures and its comparison with the release it replaced.
+fn observed(r: &registry_skills::RunSummary) -> Markup {
+    let st = &r.stats;
+    html! {
+        dl class="facts" data-testid="observed-runs" {
+            dt { "Runs" } dd { (st.runs) " (" (st.successes) " success, " (st.failures) " failure, " (st.errors) " error, " (st.aborted) " aborted)" }
+            dt { "Success rate (Wilson 95%)" } dd { (rate(st.success_rate)) " [" (rate(st.success_low)) ", " (rate(st.success_high)) "]" }
+            dt { "Duration p50 / p95" } dd { (st.duration_p50_ms.map(|d| format!("{d} ms")).unwrap_or_default()) " / " (st.duration_p95_ms.map(|d| format!("{d} ms")).unwrap_or_default()) }
+            dt { "Last use" } dd { @if let Some(t) = &st.last_used_at { (crate::layout::when(t)) } }
+            @if let Some(c) = &r.compared_with {
+                dt { "Against " (c.predecessor) } dd { (c.verdict) " (its success rate " (rate(c.predecessor_stats.success_rate)) " over " (c.predecessor_stats.runs) " runs)" }
+            }
+            @if let Some(f) = &r.observe_flag {
+                dt { "Flagged for review" } dd { code { (f.reason) } }
+            }
+        }
+    }
+}
+
 fn capitalise(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -123,7 +146,7 @@ pub async fn skill(
 ) -> Page {
     let p = ctx.principal.clone();
     let n = name.clone();
-    let (versions, current, selected) = c
+    let (versions, current, selected, runs) = c
         .run(move |s| {
             let loaded = s.skills.visible_versions(&p, &n)?;
             if loaded.is_empty() {
@@ -135,10 +158,16 @@ pub async fn skill(
                 Some(v) => Some(VersionView::of(&s.skills.resolve(&p, &n, v)?)),
                 None => loaded.last().map(VersionView::of),
             };
+            // Observed runs of the version shown (the runs this key may see).
+            let runs = match &selected {
+                Some(v) => Some(s.skills.run_summary(&p, &n, &v.version)?),
+                None => None,
+            };
             Ok((
                 loaded.iter().map(VersionView::of).collect::<Vec<_>>(),
                 current,
                 selected,
+                runs,
             ))
         })
         .await?;
@@ -207,6 +236,18 @@ pub async fn skill(
             (crate::pages::review::scan_section(selected))
             h3 { "Tests" }
             (json(&to_json(&selected.tests)))
+            @if let Some(t) = &selected.self_reported {
+                h3 { "Self-reported by the author (not evidence for Test)" }
+                (json(&to_json(t)))
+            }
+            @if let Some(w) = &selected.test_waiver {
+                h3 { "Test waiver" }
+                (json(&to_json(w)))
+            }
+            @if let Some(r) = &runs {
+                h3 { "Observed runs" }
+                (observed(r))
+            }
             h3 { "Reviews" }
             (json(&to_json(&selected.reviews)))
         }

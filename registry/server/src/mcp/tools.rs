@@ -58,6 +58,42 @@ pub struct SelectArgs {
     environment: Vec<String>,
 }
 
+/// `skill_report_run`'s arguments besides the run as `POST …/runs` takes it.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ReportRunTarget {
+    /// The skill's name.
+    name: String,
+    /// The version that ran.
+    version: String,
+}
+
+/// The schema of a run report: `RunReport`'s, plus the skill's `name` and `version`.
+fn report_run_input() -> Arc<JsonObject> {
+    let mut schema = (*schema_for_type::<registry_skills::RunReport>()).clone();
+    let extra = schema_for_type::<ReportRunTarget>();
+    if let (Some(Value::Object(props)), Some(Value::Object(more))) =
+        (schema.get_mut("properties"), extra.get("properties"))
+    {
+        props.extend(more.clone());
+    }
+    if let Some(Value::Array(req)) = schema.get_mut("required") {
+        req.extend([json!("name"), json!("version")]);
+    }
+    Arc::new(schema)
+}
+
+/// Takes a required string argument out of `args`.
+fn take_str(args: &mut JsonObject, field: &str) -> ApiResult<String> {
+    match args.remove(field) {
+        Some(Value::String(v)) => Ok(v),
+        None | Some(Value::Null) => Err(ApiError::validation(format!("{field} is required"))
+            .with_details(json!({ "field": field, "reason": "missing" }))),
+        Some(_) => Err(ApiError::validation(format!("{field} must be a string"))
+            .with_details(json!({ "field": field, "reason": "invalid_type" }))),
+    }
+}
+
 /// `skill_load`'s arguments: a name (and version, default the current release) or a digest.
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +183,15 @@ fn build() -> Vec<Tool> {
         )
         .with_raw_output_schema(schema_for_output::<InstructionsView>())
         .with_annotations(read_only()),
+        Tool::new(
+            "skill_report_run",
+            "Report one run of a skill version the caller may load: run_id (a retry with the \
+             same body answers the same), the digest that ran, outcome (success, failure, \
+             error, aborted), duration_ms, optional task and note (kept as its sha256 only). \
+             Same as POST /v1/skills/{name}/versions/{version}/runs.",
+            report_run_input(),
+        )
+        .with_raw_output_schema(schema_for_output::<registry_skills::RunView>()),
         Tool::new(
             "context_pack",
             "Compile what the model should see now: the fixed rules and goal (never cut), task \
@@ -247,6 +292,12 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
                 }
             };
             to_value(&s.services.skills.instructions_view(&loaded)?)
+        }
+        "skill_report_run" => {
+            let name = take_str(&mut args, "name")?;
+            let version = take_str(&mut args, "version")?;
+            let run: registry_skills::RunReport = parse(args)?;
+            to_value(&s.services.skills.report_run(p, &name, &version, run)?)
         }
         "context_pack" => {
             let req: PackRequest = parse(args)?;

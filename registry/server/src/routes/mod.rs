@@ -9,6 +9,7 @@ pub mod deletion;
 pub mod knowledge;
 pub mod memory;
 pub mod retrieve;
+pub mod skill_proof;
 pub mod skills;
 pub mod system;
 

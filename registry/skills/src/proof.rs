@@ -1,0 +1,386 @@
+//! The evidence Test rests on (DESIGN §6, issue 32 item 2): results recorded by a tester who is
+//! neither the version's author nor its reviewer, bound to the digest, with their logs.
+//!
+//! - A key with the `tester` role in the version's scope records the run that counts
+//!   ([`VersionBody::tests`]); a passing run moves the version to `tested`.
+//! - The author's own results are kept apart ([`VersionBody::self_reported`]), shown, and never
+//!   satisfy Test; the state does not move.
+//! - A version that declares no test passes Test only by a reviewer's waiver with a reason
+//!   ([`record_waiver`]; never its author).
+//! - Each result may carry its log; it is stored as a blob under its digest in the version's
+//!   tenant namespace (so one tenant's purge never touches another's), listed in
+//!   `blob_digests` (so the version's purge removes it), and read through [`test_log`] by the
+//!   scope's reviewers, testers and admins and the author.
+//! - Promotion re-checks all of it ([`require_test_evidence`]) and review refuses the tester
+//!   ([`require_not_tester`]), so the order of the steps cannot get around author ≠ tester ≠
+//!   reviewer.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use registry_core::ErrorCode;
+use registry_core::principal::Principal;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::lifecycle::{self, Action, LifecycleState};
+use crate::service::{
+    Decision, Loaded, Pointer, SkillsService, TestResultsRequest, TestRun, VersionBody, check_note,
+    lock_skill, parse_digest, reload, step,
+};
+
+/// Largest test log one result may carry, in bytes.
+pub const MAX_TEST_LOG_BYTES: usize = 256 * 1024;
+/// Most results one test run may carry (one per declared test).
+pub const MAX_TEST_RESULTS: usize = 100;
+
+/// The stable reasons of `TEST_EVIDENCE_MISSING` (`details.reason`) and of the tester's refusals.
+pub mod reason {
+    pub const NO_DECLARED_TESTS: &str = "no_declared_tests";
+    pub const SELF_REPORTED_ONLY: &str = "self_reported_only";
+    pub const NO_TEST_RUN: &str = "no_test_run";
+    pub const TESTS_FAILED: &str = "tests_failed";
+    pub const TESTER_IS_AUTHOR: &str = "tester_is_author";
+    pub const TESTER_IS_REVIEWER: &str = "tester_is_reviewer";
+    pub const TESTER_ROLE_REQUIRED: &str = "tester_role_required";
+}
+
+/// A reviewer's decision that a version which declares no test may pass Test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TestWaiver {
+    pub by: String,
+    pub reason: String,
+    /// The digest the waiver was recorded for; always the version's own.
+    pub digest: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TestWaiverRequest {
+    /// Why the version may go without a test (at most 1,000 characters).
+    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    pub reason: String,
+}
+
+fn missing(b: &VersionBody, why: &str) -> Error {
+    Error::new(
+        ErrorCode::TestEvidenceMissing,
+        format!(
+            "{}@{}: Test needs a passing run by a tester who is neither its author nor its reviewer ({why})",
+            b.name, b.version
+        ),
+    )
+    .with_details(serde_json::json!({
+        "reason": why,
+        "state": b.state.as_str(),
+        "action": "promote",
+        "allowed_transitions": b.state.allowed(),
+    }))
+}
+
+fn declared_tests(b: &VersionBody) -> BTreeSet<&str> {
+    b.manifest
+        .iter()
+        .flat_map(|m| m.tests.iter().map(|t| t.name.as_str()))
+        .collect()
+}
+
+/// Whether Test is satisfied on the version's digest (an independent passing run, or a waiver
+/// when nothing is declared).
+pub fn test_passed(b: &VersionBody) -> bool {
+    require_test_evidence(b).is_ok()
+}
+
+/// Refuses a promotion (409 `TEST_EVIDENCE_MISSING`, `details.reason`) unless Test is
+/// satisfied: a version that declares tests has a passing run on its digest recorded by
+/// someone other than its author and its last reviewer; one that declares none has a waiver.
+pub fn require_test_evidence(b: &VersionBody) -> Result<()> {
+    if declared_tests(b).is_empty() {
+        return match &b.test_waiver {
+            Some(w) if w.digest == b.digest => Ok(()),
+            _ => Err(missing(b, reason::NO_DECLARED_TESTS)),
+        };
+    }
+    let Some(t) = b.tests.as_ref().filter(|t| t.digest == b.digest) else {
+        return Err(missing(
+            b,
+            if b.self_reported.is_some() {
+                reason::SELF_REPORTED_ONLY
+            } else {
+                reason::NO_TEST_RUN
+            },
+        ));
+    };
+    if t.self_reported || t.recorded_by == b.author {
+        return Err(missing(b, reason::TESTER_IS_AUTHOR));
+    }
+    if !t.passed {
+        return Err(missing(b, reason::TESTS_FAILED));
+    }
+    let reviewer = b
+        .reviews
+        .iter()
+        .rev()
+        .find(|r| r.decision == Decision::Approve && r.digest == b.digest);
+    if reviewer.is_some_and(|r| r.reviewer == t.recorded_by) {
+        return Err(missing(b, reason::TESTER_IS_REVIEWER));
+    }
+    Ok(())
+}
+
+/// The user who recorded the counted test run may not also review the version: 403
+/// `tester_is_reviewer` (a waiver is a reviewer's own call, so its reviewer may approve).
+pub(crate) fn require_not_tester(p: &Principal, l: &Loaded) -> Result<()> {
+    let tested_by_p = l
+        .body
+        .tests
+        .as_ref()
+        .is_some_and(|t| !t.self_reported && t.recorded_by == p.user);
+    if tested_by_p {
+        return Err(
+            Error::forbidden("the tester of a version may not also review it")
+                .with_details(serde_json::json!({"reason": reason::TESTER_IS_REVIEWER})),
+        );
+    }
+    Ok(())
+}
+
+/// The blob namespace of a version: its tenant, or `global`.
+fn namespace(l: &Loaded) -> String {
+    l.rec
+        .meta
+        .scope
+        .tenant
+        .clone()
+        .unwrap_or_else(|| "global".to_string())
+}
+
+fn bad_result(i: usize, field: &str, why: &str, msg: String) -> Error {
+    Error::validation(msg).with_details(serde_json::json!({
+        "field": format!("results[{i}].{field}"), "reason": why,
+    }))
+}
+
+/// Checks the results against the declared tests and stores their logs; returns the run.
+fn take_results(
+    s: &SkillsService,
+    cur: &Loaded,
+    p: &Principal,
+    req: TestResultsRequest,
+    self_reported: bool,
+    blob_keys: &mut Vec<String>,
+) -> Result<TestRun> {
+    let digest = parse_digest(&req.digest)?;
+    if digest != cur.body.digest {
+        return Err(Error::new(
+            ErrorCode::Conflict,
+            "the tests ran against another digest than this version's",
+        )
+        .with_details(serde_json::json!({"expected": cur.body.digest, "got": digest})));
+    }
+    if req.results.len() > MAX_TEST_RESULTS {
+        return Err(Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!("at most {MAX_TEST_RESULTS} results"),
+        )
+        .with_details(serde_json::json!({"field": "results", "reason": "too_large", "limit": MAX_TEST_RESULTS})));
+    }
+    let declared = declared_tests(&cur.body);
+    if declared.is_empty() {
+        return Err(missing(&cur.body, reason::NO_DECLARED_TESTS));
+    }
+    let got: BTreeSet<&str> = req.results.iter().map(|r| r.name.as_str()).collect();
+    if declared != got || got.len() != req.results.len() {
+        return Err(
+            Error::validation("results must name each declared test exactly once").with_details(
+                serde_json::json!({
+                    "field": "results",
+                    "declared": declared,
+                    "got": req.results.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                }),
+            ),
+        );
+    }
+    let mut results = req.results;
+    let ns = namespace(cur);
+    for (i, r) in results.iter_mut().enumerate() {
+        let d = parse_digest(&r.log_digest)?;
+        r.log_stored = false;
+        let Some(log) = r.log.take() else { continue };
+        if log.len() > MAX_TEST_LOG_BYTES {
+            return Err(Error::new(
+                ErrorCode::PayloadTooLarge,
+                format!("a test log is at most {MAX_TEST_LOG_BYTES} bytes"),
+            )
+            .with_details(serde_json::json!({
+                "field": format!("results[{i}].log"), "reason": "too_large", "limit": MAX_TEST_LOG_BYTES,
+            })));
+        }
+        let hex = registry_core::hash::sha256_hex(log.as_bytes());
+        if d != format!("sha256:{hex}") {
+            return Err(bad_result(
+                i,
+                "log_digest",
+                "digest_mismatch",
+                "the log does not hash to log_digest".into(),
+            ));
+        }
+        r.log_digest = d;
+        blob_keys.push(s.blobs.put_in(&ns, log.as_bytes())?);
+        r.log_stored = true;
+    }
+    let passed = results.iter().all(|r| r.passed);
+    Ok(TestRun {
+        digest,
+        results,
+        passed,
+        recorded_by: p.user.clone(),
+        at: Utc::now(),
+        self_reported,
+    })
+}
+
+/// Records a test run: a tester's counts (and moves the state), the author's is kept as
+/// self-reported (the state stays). Anyone else: 403.
+pub(crate) fn record_tests(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: TestResultsRequest,
+) -> Result<Loaded> {
+    let _guard = lock_skill(s, p, name);
+    let cur = reload(s, p, name, version, Action::Test)?;
+    let author = crate::resolve::is_author(p, &cur);
+    let scope = &cur.rec.meta.scope;
+    if !author && !p.can_test_in(scope) {
+        return Err(Error::forbidden(
+            "the tester role in the skill's scope is required to record its test results",
+        )
+        .with_details(serde_json::json!({"reason": reason::TESTER_ROLE_REQUIRED})));
+    }
+    if author && !p.can_write_into(scope) {
+        return Err(Error::forbidden(
+            "the writer role in the skill's scope is required",
+        ));
+    }
+    lifecycle::check(cur.body.state, Action::Test)?;
+    let mut keys = vec![];
+    let run = take_results(s, &cur, p, req, author, &mut keys)?;
+    let mut body = cur.body.clone();
+    for k in keys {
+        if !body.blob_digests.contains(&k) {
+            body.blob_digests.push(k);
+        }
+    }
+    if author {
+        body.self_reported = Some(run);
+        return step(
+            s,
+            p,
+            &cur,
+            body,
+            "skill.test_self_reported",
+            Pointer::Follow,
+        );
+    }
+    let passed = run.passed;
+    body.tests = Some(run);
+    body.reviews.clear();
+    body.state = if passed {
+        LifecycleState::Tested
+    } else {
+        LifecycleState::Draft
+    };
+    step(s, p, &cur, body, "skill.test", Pointer::Follow)
+}
+
+/// A reviewer of the version's scope (not its author) waives Test for a version that declares
+/// no test; audited as `skill.test_waiver` (ids and the digest; the reason stays in the version).
+pub(crate) fn record_waiver(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    req: TestWaiverRequest,
+) -> Result<Loaded> {
+    let _guard = lock_skill(s, p, name);
+    let cur = reload(s, p, name, version, Action::Test)?;
+    if !p.can_review_in(&cur.rec.meta.scope) {
+        return Err(Error::forbidden(
+            "the reviewer role in the skill's scope is required to waive its tests",
+        ));
+    }
+    if crate::resolve::is_author(p, &cur) {
+        return Err(
+            Error::forbidden("the author may not waive their own skill's tests")
+                .with_details(serde_json::json!({"reason": "self_waiver"})),
+        );
+    }
+    if registry_core::text::is_blank(&req.reason) {
+        return Err(Error::validation("a waiver needs a reason")
+            .with_details(serde_json::json!({"field": "reason", "reason": "empty"})));
+    }
+    check_note("reason", Some(&req.reason))?;
+    lifecycle::check(cur.body.state, Action::Test)?;
+    if !declared_tests(&cur.body).is_empty() {
+        return Err(Error::new(
+            ErrorCode::Conflict,
+            format!("{name}@{version} declares tests: a tester runs them, they are not waived"),
+        )
+        .with_details(serde_json::json!({"reason": "tests_declared"})));
+    }
+    let mut body = cur.body.clone();
+    body.test_waiver = Some(TestWaiver {
+        by: p.user.clone(),
+        reason: req.reason,
+        digest: cur.body.digest.clone(),
+        at: Utc::now(),
+    });
+    body.reviews.clear();
+    body.state = LifecycleState::Tested;
+    step(s, p, &cur, body, "skill.test_waiver", Pointer::Follow)
+}
+
+/// Whether `p` may read the test logs of `l`: its author, a reviewer, tester or admin of its
+/// scope. Another tenant never gets here (the resolver answered 404).
+fn may_read_logs(p: &Principal, l: &Loaded) -> bool {
+    let scope = &l.rec.meta.scope;
+    crate::resolve::is_author(p, l)
+        || p.can_review_in(scope)
+        || p.can_test_in(scope)
+        || p.governs(scope)
+}
+
+/// The stored log `log_digest` of a version's test results (counted or self-reported), as
+/// bytes. Not one of its logs: 404; not a reader of logs: 403.
+pub(crate) fn test_log(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    log_digest: &str,
+) -> Result<Vec<u8>> {
+    let l = crate::resolve::version(s, p, name, version)?;
+    if !may_read_logs(p, &l) {
+        return Err(Error::forbidden(
+            "test logs are read by the scope's reviewers, testers and admins and the author",
+        ));
+    }
+    let d = parse_digest(log_digest)?;
+    let hex = crate::service::digest_hex(&d);
+    let key = registry_core::store::namespaced_blob_key(&namespace(&l), &hex);
+    let listed = l.body.blob_digests.contains(&key)
+        && [&l.body.tests, &l.body.self_reported]
+            .into_iter()
+            .flatten()
+            .any(|t| t.results.iter().any(|r| r.log_stored && r.log_digest == d));
+    let not_found = || Error::not_found(format!("no test log {d} for {name}@{version}"));
+    if !listed {
+        return Err(not_found());
+    }
+    s.blobs.get(&key)?.ok_or_else(not_found)
+}
