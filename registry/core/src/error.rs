@@ -31,6 +31,11 @@ pub enum ErrorCode {
     /// A skill version whose supply-chain scan failed cannot be approved or promoted until a
     /// platform principal overrides the scan.
     ScanFailed,
+    /// A context manifest stored before requests were kept with manifests cannot be replayed.
+    ReplayUnavailable,
+    /// A memory that may not become a skill draft (not procedural, not confirmed and without
+    /// enough helpful feedback, or with harmful feedback); `details.reason` says which.
+    MemoryNotEligible,
 }
 
 impl ErrorCode {
@@ -55,6 +60,8 @@ impl ErrorCode {
         (ErrorCode::RequestTimeout, 408),
         (ErrorCode::TooManyRequests, 429),
         (ErrorCode::ScanFailed, 409),
+        (ErrorCode::ReplayUnavailable, 409),
+        (ErrorCode::MemoryNotEligible, 422),
     ];
 
     pub fn http_status(self) -> u16 {
@@ -86,6 +93,8 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
             ErrorCode::ScanFailed => "SCAN_FAILED",
+            ErrorCode::ReplayUnavailable => "REPLAY_UNAVAILABLE",
+            ErrorCode::MemoryNotEligible => "MEMORY_NOT_ELIGIBLE",
         }
     }
 }
