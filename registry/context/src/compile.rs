@@ -1083,7 +1083,12 @@ fn withheld_layers(
 
 /// Stores the manifest with the request it was compiled from (for replay) and the assets it
 /// included (for change impact).
-fn save(state: &ContextService, m: &Manifest, req: &PackRequest, assets: Vec<String>) -> Result<()> {
+fn save(
+    state: &ContextService,
+    m: &Manifest,
+    req: &PackRequest,
+    assets: Vec<String>,
+) -> Result<()> {
     state.manifests.put_manifest(&StoredManifest {
         id: m.id.clone(),
         tenant: m.tenant.clone(),

@@ -74,13 +74,14 @@ impl ContextService {
     }
 
     /// The stored manifests of `p`'s tenant that included `asset` and that `p` may read (its
-    /// own, or any for an admin), newest first, at most `limit`, with how many there are.
+    /// own, or any for an admin), newest first, at most `limit`, each with whether it can be
+    /// replayed, and how many there are.
     pub fn manifests_with_asset(
         &self,
         p: &Principal,
         asset: &str,
         limit: usize,
-    ) -> Result<(usize, Vec<Manifest>)> {
+    ) -> Result<(usize, Vec<(Manifest, bool)>)> {
         let principal = (!p.is_admin()).then_some(p.user.as_str());
         let (total, stored) = self
             .manifests
@@ -88,8 +89,9 @@ impl ContextService {
         let manifests = stored
             .into_iter()
             .map(|m| {
+                let replayable = m.request.is_some();
                 serde_json::from_value::<Manifest>(m.manifest)
-                    .map(|m| m.for_reader(p))
+                    .map(|m| (m.for_reader(p), replayable))
                     .map_err(Error::internal)
             })
             .collect::<Result<_>>()?;

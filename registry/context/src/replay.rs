@@ -44,7 +44,7 @@ pub struct ReplayItem {
 }
 
 impl ReplayItem {
-    fn of(i: &ManifestItem) -> ReplayItem {
+    pub fn of(i: &ManifestItem) -> ReplayItem {
         ReplayItem {
             position: i.position,
             layer: i.layer,
@@ -154,12 +154,22 @@ fn diff(
     let mut new = retrieved(after);
     let mut changes = vec![];
     let mut unchanged = fixed;
-    let keys: Vec<_> = old.keys().filter(|k| new.contains_key(*k)).cloned().collect();
+    let keys: Vec<_> = old
+        .keys()
+        .filter(|k| new.contains_key(*k))
+        .cloned()
+        .collect();
     for k in keys {
         let (a, b) = (old.remove(&k).unwrap(), new.remove(&k).unwrap());
         match changed(&a, &b) {
             reasons if reasons.is_empty() => unchanged += 1,
-            reasons => changes.push(change(ChangeKind::Changed, &a.source_type, Some(&a), Some(&b), reasons)),
+            reasons => changes.push(change(
+                ChangeKind::Changed,
+                &a.source_type,
+                Some(&a),
+                Some(&b),
+                reasons,
+            )),
         }
     }
     for (a, b) in pair_by_parent(&mut old, &mut new) {
@@ -168,11 +178,23 @@ fn diff(
             a.parent_id.as_deref().unwrap_or("the document")
         )];
         reasons.extend(changed(&a, &b));
-        changes.push(change(ChangeKind::Changed, &a.source_type, Some(&a), Some(&b), reasons));
+        changes.push(change(
+            ChangeKind::Changed,
+            &a.source_type,
+            Some(&a),
+            Some(&b),
+            reasons,
+        ));
     }
     for a in old.into_values() {
         let reasons = vec![why_removed(state, p, after, &a)?];
-        changes.push(change(ChangeKind::Removed, &a.source_type, Some(&a), None, reasons));
+        changes.push(change(
+            ChangeKind::Removed,
+            &a.source_type,
+            Some(&a),
+            None,
+            reasons,
+        ));
     }
     for b in new.into_values() {
         let reason = match before.omitted.iter().find(|o| o.source_id == b.source_id) {
@@ -185,7 +207,13 @@ fn diff(
             ),
             None => "not a candidate then (new, changed or newly visible)".to_string(),
         };
-        changes.push(change(ChangeKind::Added, &b.source_type, None, Some(&b), vec![reason]));
+        changes.push(change(
+            ChangeKind::Added,
+            &b.source_type,
+            None,
+            Some(&b),
+            vec![reason],
+        ));
     }
     changes.sort_by_key(|c| {
         (
@@ -243,7 +271,11 @@ fn pair_by_parent(
     new: &mut BTreeMap<(String, String), ManifestItem>,
 ) -> Vec<(ManifestItem, ManifestItem)> {
     let mut pairs = vec![];
-    let mut olds: Vec<_> = old.values().filter(|i| i.parent_id.is_some()).cloned().collect();
+    let mut olds: Vec<_> = old
+        .values()
+        .filter(|i| i.parent_id.is_some())
+        .cloned()
+        .collect();
     olds.sort_by_key(|i| i.position);
     for a in olds {
         let candidate = new

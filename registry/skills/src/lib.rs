@@ -1,11 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+pub mod drafts;
 pub mod error;
 pub mod lifecycle;
 pub mod resolve;
 pub mod service;
 pub mod views;
 
+pub use drafts::{DraftEvidence, DraftFromMemoryRequest, ProcedureSource};
 pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
 pub use service::{
