@@ -145,10 +145,18 @@ pub fn manifests_are_written_once_and_erased_with_their_principal(make: Factory<
         (2, vec!["cm_2".into()]),
         "{c}: of one principal, limited, counted in all"
     );
-    assert_eq!(ids_with_asset(s, None, "item_cm_2", 10), (1, vec!["cm_2".into()]));
+    assert_eq!(
+        ids_with_asset(s, None, "item_cm_2", 10),
+        (1, vec!["cm_2".into()])
+    );
     assert_eq!(ids_with_asset(s, None, "doc_404", 10), (0, vec![]));
     assert_eq!(
-        ok(c, "other tenant", s.manifests_with_asset("other", None, "doc_1", 10)).0,
+        ok(
+            c,
+            "other tenant",
+            s.manifests_with_asset("other", None, "doc_1", 10)
+        )
+        .0,
         0
     );
     assert!(ok(c, "list", s.list_manifests("other", None, 10)).is_empty());

@@ -223,7 +223,10 @@ impl ManifestStore for SqliteStore {
                  ORDER BY a.created_at DESC, a.manifest_id DESC LIMIT ?4",
             )?;
             let rows = st
-                .query_map(params![asset, tenant, principal, clamp(limit)], manifest_row)?
+                .query_map(
+                    params![asset, tenant, principal, clamp(limit)],
+                    manifest_row,
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok((total, rows))
         })?;
