@@ -47,6 +47,9 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub store: StoreConfig,
     pub vectors: VectorsConfig,
+    /// Which procedural memories may become skill drafts: `drafts.min_helpful`, the distinct
+    /// helpful votes that qualify a procedure no reviewer confirmed (default 3, 1..=1000).
+    pub drafts: registry_services::DraftPolicy,
 }
 
 /// Where the vectors live.
@@ -197,6 +200,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             store: StoreConfig::default(),
             vectors: VectorsConfig::default(),
+            drafts: registry_services::DraftPolicy::default(),
         }
     }
 }
@@ -262,6 +266,7 @@ const ENV_KEYS: &[&str] = &[
     "retention",
     "store",
     "vectors",
+    "drafts",
 ];
 
 impl Config {
@@ -385,6 +390,12 @@ impl Config {
             return bad(
                 "mcp_max_sessions_per_key",
                 format!("{} is outside 1..1024", self.mcp_max_sessions_per_key),
+            );
+        }
+        if !(1..=1000).contains(&self.drafts.min_helpful) {
+            return bad(
+                "drafts.min_helpful",
+                format!("{} is outside 1..1000", self.drafts.min_helpful),
             );
         }
         Ok(())

@@ -377,7 +377,7 @@ impl AppState {
             embedder,
             gate_embedder: Some(gate_embedder),
         };
-        let services = Services::new(
+        let mut services = Services::new(
             backends,
             Options {
                 audit_key: config.load_audit_key()?,
@@ -386,6 +386,7 @@ impl AppState {
                 cluster: cluster_options(&config),
             },
         );
+        services.draft_policy = config.drafts;
         let recover = |e: registry_services::Error| StartError::Recover(e.message);
         if text.needs_rebuild() {
             let n = services.rebuild_text_index().map_err(recover)?;
