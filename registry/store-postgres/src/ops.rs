@@ -166,7 +166,8 @@ impl ManifestStore for PgStore {
                     db.execute(
                         "INSERT INTO manifest_assets
                          (asset_id, manifest_id, tenant, principal, created_at)
-                         SELECT DISTINCT a, $2, $3, $4, $5 FROM unnest($1::text[]) AS a
+                         SELECT DISTINCT a, $2::text, $3::text, $4::text, $5::timestamptz
+                         FROM unnest($1::text[]) AS a
                          ON CONFLICT DO NOTHING",
                         &[
                             &assets,
