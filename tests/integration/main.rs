@@ -13,6 +13,7 @@ mod deletion;
 mod foundation;
 mod governance;
 mod harness;
+mod impact;
 mod knowledge;
 mod memory;
 mod retrieval;

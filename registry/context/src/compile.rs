@@ -195,6 +195,10 @@ pub struct ManifestItem {
     pub content_hash: String,
     /// sha256 of the stored asset's content, where the item comes from one.
     pub asset_content_hash: Option<String>,
+    /// The asset the item was cut from (a chunk's document), so a replay pairs the chunks of
+    /// a document that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 
 /// A candidate that was left out, and why.
@@ -363,6 +367,10 @@ struct Candidate {
     truncatable: bool,
     /// Set when the candidate is out before the budget is considered.
     pre_omit: Option<(OmitReason, String)>,
+    /// The asset it was cut from (a chunk's document).
+    parent_id: Option<String>,
+    /// The stored assets it stands for, for the manifests' asset index.
+    asset_ids: Vec<String>,
 }
 
 struct Builder<'a> {
@@ -374,6 +382,8 @@ struct Builder<'a> {
     omitted: Vec<Omission>,
     seen: HashSet<String>,
     layers: BTreeMap<String, LayerSummary>,
+    /// Every stored asset the pack included (see [`StoredManifest::assets`]).
+    assets: Vec<String>,
 }
 
 impl Builder<'_> {
@@ -402,7 +412,13 @@ impl Builder<'_> {
             transform,
             content_hash: hash,
             asset_content_hash: c.asset_content_hash.clone(),
+            parent_id: c.parent_id.clone(),
         });
+        for a in &c.asset_ids {
+            if !self.assets.contains(a) {
+                self.assets.push(a.clone());
+            }
+        }
         self.items.push(PackItem {
             layer: c.layer,
             source_type: c.source_type.to_string(),
@@ -553,6 +569,8 @@ fn memory_candidate(
         },
         truncatable: false,
         pre_omit,
+        parent_id: None,
+        asset_ids: vec![m.id.clone()],
     }
 }
 
@@ -631,11 +649,34 @@ fn validate(req: &PackRequest) -> Result<()> {
     Ok(())
 }
 
-/// Compiles a pack for `p` and stores its manifest.
-/// Compiles a pack in named steps: the fixed zone (refused whole when over budget), then each
-/// retrieved layer the request draws on in order (task working memory, memory, knowledge,
-/// skills), then what clearance or purpose withheld, then use counting and the stored manifest.
+/// Compiles a pack for `p`, counts what it serves as used and stores its manifest.
 pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Result<Pack> {
+    let (pack, assets) = build(state, p, req)?;
+    // What the pack serves counts as used, and only that.
+    let served: Vec<String> = pack
+        .manifest
+        .items
+        .iter()
+        .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
+        .filter_map(|i| i.source_id.clone())
+        .collect();
+    state.memory.record_use(&served)?;
+    save(state, &pack.manifest, req, assets)?;
+    Ok(Pack {
+        manifest: pack.manifest.for_reader(p),
+        ..pack
+    })
+}
+
+/// Compiles a pack in named steps, storing nothing: the fixed zone (refused whole when over
+/// budget), then each retrieved layer the request draws on in order (task working memory,
+/// memory, knowledge, skills), then what clearance or purpose withheld. Returns the pack with
+/// its full manifest (`withheld` included) and the assets it included.
+pub(crate) fn build(
+    state: &ContextService,
+    p: &Principal,
+    req: &PackRequest,
+) -> Result<(Pack, Vec<String>)> {
     validate(req)?;
     let now = Utc::now();
     let plan = Plan::of(req, now);
@@ -648,6 +689,7 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
         omitted: vec![],
         seen: HashSet::new(),
         layers: BTreeMap::new(),
+        assets: vec![],
     };
     let fixed_tokens = b.fixed_zone(req)?;
     if plan.draws_on(Source::WorkingMemory) {
@@ -663,14 +705,6 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
         b.skills_layer(p, req, &plan)?;
     }
     let withheld_items = withheld_layers(state, p, req, &plan)?;
-    // What the pack serves counts as used, and only that.
-    let served: Vec<String> = b
-        .manifest_items
-        .iter()
-        .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
-        .filter_map(|i| i.source_id.clone())
-        .collect();
-    state.memory.record_use(&served)?;
     let id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
     let text = b
         .items
@@ -697,15 +731,17 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
         omitted: b.omitted,
         withheld: withheld_items,
     };
-    save(state, &manifest)?;
-    Ok(Pack {
-        id,
-        budget: req.budget,
-        used_tokens: b.used,
-        text,
-        items: b.items,
-        manifest: manifest.for_reader(p),
-    })
+    Ok((
+        Pack {
+            id,
+            budget: req.budget,
+            used_tokens: b.used,
+            text,
+            items: b.items,
+            manifest,
+        },
+        b.assets,
+    ))
 }
 
 /// What a request resolves to before any layer is drawn: the retrieval query (the goal by
@@ -799,6 +835,7 @@ impl Builder<'_> {
                 transform: Transform::Verbatim,
                 content_hash: sha256_hex(&text),
                 asset_content_hash: None,
+                parent_id: None,
             });
             self.items.push(PackItem {
                 layer: LayerName::Fixed,
@@ -972,6 +1009,8 @@ impl Builder<'_> {
                 transform: Transform::Verbatim,
                 truncatable: true,
                 pre_omit,
+                parent_id: Some(e.citation.document_id.clone()),
+                asset_ids: vec![e.citation.chunk_id.clone(), e.citation.document_id.clone()],
             })?;
         }
         Ok(())
@@ -985,6 +1024,14 @@ impl Builder<'_> {
             .skills
             .discover(p, Some(&plan.query), req.limits.skills)?;
         for (i, s) in list.iter().enumerate() {
+            // The version's asset id, for the manifests' asset index (the discover entry names
+            // the version by digest).
+            let asset_ids = self
+                .state
+                .skills
+                .resolve_digest(p, &s.digest)
+                .map(|l| vec![l.rec.meta.id])
+                .unwrap_or_default();
             let content = format!(
                 "[skill {}@{} · load by digest {}] {}",
                 s.name, s.version, s.digest, s.description
@@ -1004,6 +1051,8 @@ impl Builder<'_> {
                 transform: Transform::Reference,
                 truncatable: false,
                 pre_omit: None,
+                parent_id: None,
+                asset_ids,
             })?;
         }
         Ok(())
@@ -1042,13 +1091,22 @@ fn withheld_layers(
     Ok(out)
 }
 
-fn save(state: &ContextService, m: &Manifest) -> Result<()> {
+/// Stores the manifest with the request it was compiled from (for replay) and the assets it
+/// included (for change impact).
+fn save(
+    state: &ContextService,
+    m: &Manifest,
+    req: &PackRequest,
+    assets: Vec<String>,
+) -> Result<()> {
     state.manifests.put_manifest(&StoredManifest {
         id: m.id.clone(),
         tenant: m.tenant.clone(),
         principal: m.principal.clone(),
         created_at: m.created_at,
         manifest: serde_json::to_value(m).map_err(Error::internal)?,
+        request: Some(serde_json::to_value(req).map_err(Error::internal)?),
+        assets,
     })?;
     Ok(())
 }

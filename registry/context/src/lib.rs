@@ -2,6 +2,7 @@
 
 pub mod compile;
 pub mod error;
+pub mod replay;
 
 use std::sync::Arc;
 
@@ -15,6 +16,7 @@ use registry_skills::SkillsService;
 
 pub use compile::{Comparison, Manifest, Pack, PackRequest};
 pub use error::{Error, Result};
+pub use replay::{ChangeKind, Replay, ReplayChange, ReplayItem};
 
 /// Compiles context packs from the memory, knowledge and skills services, and keeps their
 /// manifests through the store's [`ManifestStore`].
@@ -63,6 +65,37 @@ impl ContextService {
     /// A stored manifest as `p` may read it.
     pub fn load(&self, p: &Principal, id: &str) -> Result<Manifest> {
         compile::load(self, p, id)
+    }
+
+    /// Stored pack `id` compiled again for `p` against the registry as it is now, and what
+    /// differs item by item (see [`replay`]).
+    pub fn replay(&self, p: &Principal, id: &str) -> Result<Replay> {
+        replay::replay(self, p, id)
+    }
+
+    /// The stored manifests of `p`'s tenant that included `asset` and that `p` may read (its
+    /// own, or any for an admin), newest first, at most `limit`, each with whether it can be
+    /// replayed, and how many there are.
+    pub fn manifests_with_asset(
+        &self,
+        p: &Principal,
+        asset: &str,
+        limit: usize,
+    ) -> Result<(usize, Vec<(Manifest, bool)>)> {
+        let principal = (!p.is_admin()).then_some(p.user.as_str());
+        let (total, stored) = self
+            .manifests
+            .manifests_with_asset(&p.tenant, principal, asset, limit)?;
+        let manifests = stored
+            .into_iter()
+            .map(|m| {
+                let replayable = m.request.is_some();
+                serde_json::from_value::<Manifest>(m.manifest)
+                    .map(|m| (m.for_reader(p), replayable))
+                    .map_err(Error::internal)
+            })
+            .collect::<Result<_>>()?;
+        Ok((total, manifests))
     }
 
     /// Why two packs `p` may read differ.

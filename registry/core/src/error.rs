@@ -33,6 +33,11 @@ pub enum ErrorCode {
     ScanFailed,
     /// Promotion without the evidence Test rests on (`details.reason` says which is missing).
     TestEvidenceMissing,
+    /// A context manifest stored before requests were kept with manifests cannot be replayed.
+    ReplayUnavailable,
+    /// A memory that may not become a skill draft (not procedural, not confirmed and without
+    /// enough helpful feedback, or with harmful feedback); `details.reason` says which.
+    MemoryNotEligible,
 }
 
 impl ErrorCode {
@@ -58,6 +63,8 @@ impl ErrorCode {
         (ErrorCode::TooManyRequests, 429),
         (ErrorCode::ScanFailed, 409),
         (ErrorCode::TestEvidenceMissing, 409),
+        (ErrorCode::ReplayUnavailable, 409),
+        (ErrorCode::MemoryNotEligible, 422),
     ];
 
     pub fn http_status(self) -> u16 {
@@ -90,6 +97,8 @@ impl ErrorCode {
             ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
             ErrorCode::ScanFailed => "SCAN_FAILED",
             ErrorCode::TestEvidenceMissing => "TEST_EVIDENCE_MISSING",
+            ErrorCode::ReplayUnavailable => "REPLAY_UNAVAILABLE",
+            ErrorCode::MemoryNotEligible => "MEMORY_NOT_ELIGIBLE",
         }
     }
 }

@@ -225,6 +225,15 @@ pub struct StoredManifest {
     pub principal: String,
     pub created_at: DateTime<Utc>,
     pub manifest: serde_json::Value,
+    /// The request the pack was compiled from, kept so the pack can be replayed against the
+    /// registry as it is later (`None` for manifests stored before requests were kept). It
+    /// holds the caller's text: never served, erased with the manifest.
+    #[serde(default)]
+    pub request: Option<serde_json::Value>,
+    /// Every asset the pack included (items and the assets they were cut from, such as a
+    /// chunk's document): the index that answers "which manifests included this asset".
+    #[serde(default)]
+    pub assets: Vec<String>,
 }
 
 /// Context manifests: written once, never rewritten, erased with their principal.
@@ -239,8 +248,17 @@ pub trait ManifestStore: Send + Sync {
         limit: usize,
     ) -> CoreResult<Vec<StoredManifest>>;
     fn count_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize>;
-    /// Deletes a principal's manifests; returns how many.
+    /// Deletes a principal's manifests, and their entries in the asset index; returns how many.
     fn erase_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize>;
+    /// A tenant's manifests (of one principal, or all) that included `asset`, newest first,
+    /// at most `limit`, with how many there are in all.
+    fn manifests_with_asset(
+        &self,
+        tenant: &str,
+        principal: Option<&str>,
+        asset: &str,
+        limit: usize,
+    ) -> CoreResult<(usize, Vec<StoredManifest>)>;
 }
 
 /// Everything a registry keeps in its store, behind one object: a backend implements every

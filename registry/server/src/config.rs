@@ -51,6 +51,9 @@ pub struct Config {
     pub store: StoreConfig,
     pub vectors: VectorsConfig,
     pub skills: SkillsConfig,
+    /// Which procedural memories may become skill drafts: `drafts.min_helpful`, the distinct
+    /// helpful votes that qualify a procedure no reviewer confirmed (default 3, 1..=1000).
+    pub drafts: registry_services::DraftPolicy,
 }
 
 /// Skills after Publish: when observed runs put a release back in the review queue.
@@ -234,6 +237,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             vectors: VectorsConfig::default(),
             skills: SkillsConfig::default(),
+            drafts: registry_services::DraftPolicy::default(),
         }
     }
 }
@@ -300,6 +304,8 @@ const ENV_KEYS: &[&str] = &[
     "retention",
     "store",
     "vectors",
+    "drafts",
+    "skills",
 ];
 
 impl Config {
@@ -438,6 +444,12 @@ impl Config {
             return bad(
                 "mcp_max_sessions_per_key",
                 format!("{} is outside 1..1024", self.mcp_max_sessions_per_key),
+            );
+        }
+        if !(1..=1000).contains(&self.drafts.min_helpful) {
+            return bad(
+                "drafts.min_helpful",
+                format!("{} is outside 1..1000", self.drafts.min_helpful),
             );
         }
         Ok(())

@@ -109,6 +109,8 @@ fn wire_bodies() -> WireBodies {
         .answer::<registry_context::Pack>("PackAnswer")
         .answer::<registry_context::Manifest>("ManifestAnswer")
         .answer::<registry_context::Comparison>("ComparisonAnswer")
+        .answer::<registry_context::Replay>("ReplayAnswer")
+        .answer::<registry_services::Impact>("ImpactAnswer")
         .answer::<registry_core::deletion::Receipt>("Receipt")
         .answer::<deletion::ErasureAnswer>("ErasureAnswer")
         .answer::<registry_core::asset::AssetMeta>("AssetMeta")

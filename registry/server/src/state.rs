@@ -380,7 +380,7 @@ impl AppState {
             embedder,
             gate_embedder: Some(gate_embedder),
         };
-        let services = Services::new(
+        let mut services = Services::new(
             backends,
             Options {
                 audit_key: config.load_audit_key()?,
@@ -390,6 +390,7 @@ impl AppState {
             },
         );
         services.skills.set_observe_policy(config.skills.policy());
+        services.draft_policy = config.drafts;
         let recover = |e: registry_services::Error| StartError::Recover(e.message);
         if text.needs_rebuild() {
             let n = services.rebuild_text_index().map_err(recover)?;

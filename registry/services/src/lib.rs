@@ -2,9 +2,11 @@
 
 pub mod audit;
 pub mod deletion;
+pub mod drafts;
 pub mod erasure;
 pub mod error;
 pub mod follow;
+pub mod impact;
 pub mod jobs;
 pub mod overview;
 
@@ -21,8 +23,10 @@ use registry_memory::MemoryService;
 use registry_skills::SkillsService;
 
 pub use deletion::Deletions;
+pub use drafts::{DraftFromMemory, DraftPolicy};
 pub use error::{Error, Result};
 pub use follow::{ClusterOptions, FollowReport};
+pub use impact::Impact;
 pub use jobs::{JOBS, JobReport, RetentionPolicy};
 
 /// The storage and index backends a deployment plugs in (the embedded form: SQLite, tantivy,
@@ -65,6 +69,9 @@ pub struct Services {
     pub deletions: Arc<Deletions>,
     pub audit: Arc<audit::AuditService>,
     pub options: Options,
+    /// Which procedural memories may become skill drafts (the server sets it from its
+    /// configuration).
+    pub draft_policy: DraftPolicy,
 }
 
 impl std::fmt::Debug for Services {
@@ -125,6 +132,7 @@ impl Services {
             deletions,
             audit,
             options,
+            draft_policy: DraftPolicy::default(),
         }
     }
 

@@ -42,6 +42,11 @@ pub enum Error {
     RemoteRepository(String),
     #[error("the registry answered a version or digest that is not valid: {0}")]
     BadAnswer(String),
+    #[error(
+        "promoting {0} replaces the current release and needs confirmation: stdin is not a \
+         terminal, so pass --yes to promote without asking"
+    )]
+    ConfirmationRequired(String),
 }
 
 impl Error {
@@ -56,6 +61,7 @@ impl Error {
             Self::InstallSymlink(_) => "install.symlink",
             Self::RemoteRepository(_) => "git.remote_refused",
             Self::BadAnswer(_) => "registry.bad_answer",
+            Self::ConfirmationRequired(_) => "promote.confirmation_required",
         }
     }
 }
@@ -774,4 +780,148 @@ pub fn install(client: &Client, lockfile: &Lockfile, target: &Path) -> Result<In
         report.installed.push(dest);
     }
     Ok(report)
+}
+
+/// Most recent manifests whose replay `promote` shows.
+pub const PROMOTE_REPLAYS: usize = 3;
+/// Manifests `promote` lists from the impact of the release it replaces.
+pub const PROMOTE_MANIFESTS: usize = 20;
+
+/// What promoting a version would replace: the current release, the impact of replacing it
+/// (`GET /v1/assets/{id}/impact`) and the replay of its most recent manifests
+/// (`POST /v1/context/{id}/replay`; a manifest that cannot be replayed keeps the reason).
+#[derive(Debug)]
+pub struct PromotionImpact {
+    pub name: String,
+    pub version: String,
+    /// The release being replaced.
+    pub current: String,
+    pub impact: Value,
+    pub replays: Vec<(String, std::result::Result<Value, String>)>,
+}
+
+/// The impact of promoting `name@version` over the current release; `None` when there is no
+/// current release or it is this version (nothing is replaced).
+pub fn promotion_impact(
+    client: &Client,
+    name: &str,
+    version: &str,
+) -> Result<Option<PromotionImpact>> {
+    check_skill_name(name)?;
+    let select = client.get_json(&format!("/v1/skills/{name}"))?;
+    let Some(current) = select["current"].as_str().map(str::to_string) else {
+        return Ok(None);
+    };
+    if current == version {
+        return Ok(None);
+    }
+    let release = client.get_json(&Client::version_path(name, &current, ""))?;
+    let id = release["id"]
+        .as_str()
+        .ok_or_else(|| Error::BadAnswer(format!("{name}@{current} has no id")))?;
+    let impact = client.get_json(&format!("/v1/assets/{id}/impact?limit={PROMOTE_MANIFESTS}"))?;
+    let mut replays = vec![];
+    for m in impact["manifests"]["recent"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["replayable"] == true)
+        .take(PROMOTE_REPLAYS)
+    {
+        let Some(mid) = m["id"].as_str() else {
+            continue;
+        };
+        let replay = client
+            .post_json(&format!("/v1/context/{mid}/replay"), &json!({}))
+            .map_err(|e| format!("{e:#}"));
+        replays.push((mid.to_string(), replay));
+    }
+    Ok(Some(PromotionImpact {
+        name: name.to_string(),
+        version: version.to_string(),
+        current,
+        impact,
+        replays,
+    }))
+}
+
+impl PromotionImpact {
+    /// The report `promote` prints before it asks.
+    pub fn render(&self) -> String {
+        let i = &self.impact;
+        let count = |v: &Value| v.as_array().map_or(0, Vec::len);
+        let mut out = format!(
+            "promoting {}@{} replaces the current release {} ({} {})\n",
+            self.name,
+            self.version,
+            self.current,
+            i["asset"]["id"].as_str().unwrap_or("?"),
+            i["asset"]["content_hash"].as_str().unwrap_or("?"),
+        );
+        out.push_str(&format!(
+            "impact: {} context manifest(s) included {}; {} asset(s) cite it; {} run(s) loaded it\n",
+            i["manifests"]["total"],
+            self.current,
+            count(&i["citing"]),
+            count(&i["runs"]),
+        ));
+        for m in i["manifests"]["recent"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "  manifest {} by {} at {}{}\n",
+                m["id"].as_str().unwrap_or("?"),
+                m["principal"].as_str().unwrap_or("?"),
+                m["created_at"].as_str().unwrap_or("?"),
+                if m["replayable"] == true {
+                    ""
+                } else {
+                    " (no stored request: not replayable)"
+                }
+            ));
+        }
+        for c in i["citing"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "  cited by {} {}{}\n",
+                c["kind"].as_str().unwrap_or("?"),
+                c["id"].as_str().unwrap_or("?"),
+                c["skill"]
+                    .as_str()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ));
+        }
+        for (mid, replay) in &self.replays {
+            match replay {
+                Err(e) => out.push_str(&format!("replay {mid}: not replayed: {e}\n")),
+                Ok(r) => {
+                    let changes = r["changes"].as_array().cloned().unwrap_or_default();
+                    out.push_str(&format!(
+                        "replay {mid}: {} change(s), {} unchanged\n",
+                        changes.len(),
+                        r["unchanged"]
+                    ));
+                    for c in &changes {
+                        let item = if c["after"].is_null() {
+                            &c["before"]
+                        } else {
+                            &c["after"]
+                        };
+                        let reasons: Vec<&str> = c["reasons"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .collect();
+                        out.push_str(&format!(
+                            "  {} {} {}: {}\n",
+                            c["change"].as_str().unwrap_or("?"),
+                            c["source_type"].as_str().unwrap_or("?"),
+                            item["source_id"].as_str().unwrap_or("?"),
+                            reasons.join("; ")
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
 }

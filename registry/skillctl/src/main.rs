@@ -4,6 +4,7 @@
 //! (`publish`, `test`, `review`, …) talk to a registry over HTTP (`--server`/`REGISTRY_URL`,
 //! `--key`/`REGISTRY_API_KEY`) through the library half (`lib.rs`).
 
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -136,9 +137,37 @@ enum Command {
         server: ServerArgs,
     },
     /// Publish a tested and approved version.
+    ///
+    /// When it replaces a current release, first prints the impact of replacing it (the
+    /// context manifests that included it, what cites it, the runs that loaded it) and the
+    /// replay of its most recent manifests against the registry as it is now, then asks for
+    /// confirmation. Without a terminal on stdin it refuses unless --yes is given.
+    #[command(verbatim_doc_comment)]
     Promote {
         name: String,
         version: String,
+        /// Promote without asking (the impact is still printed).
+        #[arg(long, short = 'y')]
+        yes: bool,
+        #[command(flatten)]
+        server: ServerArgs,
+    },
+    /// Make a skill draft from reviewed procedural memories (confirmed, or voted helpful
+    /// enough and never harmful), published through the normal path (validation, scan) and
+    /// citing each memory.
+    Draft {
+        /// The procedural memories, in the order the procedure follows.
+        #[arg(long = "from-memory", value_name = "ID", num_args = 1.., required = true)]
+        from_memory: Vec<String>,
+        /// The skill's name.
+        #[arg(long)]
+        name: String,
+        /// What it does and when to use it (default: generated from the procedures).
+        #[arg(long)]
+        description: Option<String>,
+        /// The draft's version (default 0.1.0).
+        #[arg(long, value_name = "SEMVER")]
+        set_version: Option<skills_sdk::semver::Version>,
         #[command(flatten)]
         server: ServerArgs,
     },
@@ -363,8 +392,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Promote {
             name,
             version,
+            yes,
             server,
-        } => step(&server.client()?, &name, &version, "/promote", json!({})),
+        } => promote(&server.client()?, &name, &version, yes),
+        Command::Draft {
+            from_memory,
+            name,
+            description,
+            set_version,
+            server,
+        } => {
+            let v = server.client()?.post_json(
+                "/v1/skills/drafts/from-memory",
+                &json!({
+                    "memory_ids": from_memory,
+                    "name": name,
+                    "description": description,
+                    "version": set_version.map(|v| v.to_string()),
+                }),
+            )?;
+            let d = &v["draft"];
+            println!(
+                "{}@{} {} ({})",
+                d["name"].as_str().unwrap_or("?"),
+                d["version"].as_str().unwrap_or("?"),
+                d["digest"].as_str().unwrap_or("?"),
+                d["state"].as_str().unwrap_or("?"),
+            );
+            if let Some(verdict) = d["scan"]["verdict"].as_str() {
+                println!("scan: {verdict}");
+            }
+            for e in v["evidence"].as_array().into_iter().flatten() {
+                println!(
+                    "from memory {} version {} {}",
+                    e["memory_id"].as_str().unwrap_or("?"),
+                    e["version"],
+                    e["content_hash"].as_str().unwrap_or("?")
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Deprecate {
             name,
             version,
@@ -622,6 +689,29 @@ fn step(
     let v = client.post_json(&Client::version_path(name, version, tail), &body)?;
     println!("{name}@{version}: {}", v["state"].as_str().unwrap_or("?"));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints the impact of replacing the current release, asks (unless `yes`), then promotes.
+fn promote(client: &Client, name: &str, version: &str, yes: bool) -> Result<ExitCode> {
+    if let Some(impact) = skillctl::promotion_impact(client, name, version)? {
+        print!("{}", impact.render());
+        if !yes {
+            if !std::io::stdin().is_terminal() {
+                return Err(
+                    skillctl::Error::ConfirmationRequired(format!("{name}@{version}")).into(),
+                );
+            }
+            print!("promote {name}@{version} over {}? [y/N] ", impact.current);
+            std::io::stdout().flush()?;
+            let mut answer = String::new();
+            std::io::stdin().read_line(&mut answer)?;
+            if !matches!(answer.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+                println!("{name}@{version}: not promoted");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+    }
+    step(client, name, version, "/promote", json!({}))
 }
 
 fn search(client: &Client, q: Option<&str>, limit: usize) -> Result<ExitCode> {

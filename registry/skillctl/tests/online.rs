@@ -169,7 +169,7 @@ fn release_dir(srv: &Server, [ann, tess, rita]: [&str; 3], cwd: &Path, dir: &Pat
         srv,
         ann,
         cwd,
-        &["promote", "book-invoices", version],
+        &["promote", "book-invoices", version, "--yes"],
     ));
     assert!(out.contains("published"), "{out}");
 }
@@ -281,6 +281,151 @@ fn publish_test_review_promote_lock_and_install_with_the_binary() {
         &["rollback", "book-invoices", "--to", "1.0.0"],
     ));
     assert!(out.contains("1.0.0"), "{out}");
+}
+
+/// publish → test → review, without promoting.
+fn approve_dir(srv: &Server, ann: &str, rita: &str, cwd: &Path, dir: &Path, version: &str) {
+    ok(&skillctl(
+        srv,
+        ann,
+        cwd,
+        &["publish", dir.to_str().unwrap()],
+    ));
+    ok(&skillctl(
+        srv,
+        ann,
+        cwd,
+        &["test", "book-invoices", version],
+    ));
+    ok(&skillctl(
+        srv,
+        rita,
+        cwd,
+        &["review", "book-invoices", version, "--approve"],
+    ));
+}
+
+#[test]
+fn promote_prints_the_impact_and_asks_before_replacing_a_release() {
+    let srv = Server::start();
+    let ann = srv.key("acme", "ann", &["writer"]);
+    let rita = srv.key("acme", "rita", &["reviewer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let dir = write_skill(&cwd.join("1.0.0"), "book-invoices", "1.0.0", TESTS);
+    release_dir(&srv, &ann, &rita, cwd, &dir, "1.0.0");
+    // A harness compiled a pack that offered the release.
+    let client = skillctl::Client::new(&srv.base, &ann).unwrap();
+    let pack = client
+        .post_json(
+            "/v1/context",
+            &serde_json::json!({"goal": "Book the supplier invoices that arrived today.",
+                "budget": 1000, "draw_on": ["skills"], "query": "book supplier invoices ledger"}),
+        )
+        .unwrap();
+    let pack_id = pack["id"].as_str().unwrap().to_string();
+    assert!(
+        pack["manifest"]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["source_id"] == "book-invoices@1.0.0"),
+        "{pack}"
+    );
+
+    let dir = write_skill(&cwd.join("1.1.0"), "book-invoices", "1.1.0", TESTS);
+    approve_dir(&srv, &ann, &rita, cwd, &dir, "1.1.0");
+    // No terminal and no --yes: the impact is printed, then a refusal with its code; nothing
+    // is promoted and nothing waits for input.
+    let o = skillctl(&srv, &ann, cwd, &["promote", "book-invoices", "1.1.0"]);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("promote.confirmation_required"), "{err}");
+    assert!(out.contains("replaces the current release 1.0.0"), "{out}");
+    assert!(
+        out.contains("impact: 1 context manifest(s) included 1.0.0"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("manifest {pack_id} by ann")), "{out}");
+    assert!(
+        out.contains(&format!("replay {pack_id}: 0 change(s)")),
+        "{out}"
+    );
+    let shown = client.get_json("/v1/skills/book-invoices").unwrap();
+    assert_eq!(shown["current"], "1.0.0");
+    // --yes promotes after printing the same impact.
+    let out = ok(&skillctl(
+        &srv,
+        &ann,
+        cwd,
+        &["promote", "book-invoices", "1.1.0", "--yes"],
+    ));
+    assert!(out.contains(&format!("replay {pack_id}")), "{out}");
+    assert!(out.contains("book-invoices@1.1.0: published"), "{out}");
+    // The stored pack replayed now names the new release as a changed item.
+    let replay = client
+        .post_json(
+            &format!("/v1/context/{pack_id}/replay"),
+            &serde_json::json!({}),
+        )
+        .unwrap();
+    let changes = replay["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{replay}");
+    assert_eq!(changes[0]["change"], "changed");
+    assert_eq!(changes[0]["after"]["source_id"], "book-invoices@1.1.0");
+}
+
+#[test]
+fn draft_from_memory_with_the_binary() {
+    let srv = Server::start();
+    let ann = srv.key("acme", "ann", &["writer"]);
+    let rita = srv.key("acme", "rita", &["reviewer"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let client = skillctl::Client::new(&srv.base, &ann).unwrap();
+    let w = client
+        .post_json(
+            "/v1/memories",
+            &serde_json::json!({"class": "procedural", "scope": "tenant",
+                "source": "user_statement",
+                "content": "To close the month: export the ledger, reconcile the bank account, \
+                            then lock the period in the accounting system."}),
+        )
+        .unwrap();
+    let mem = w["id"].as_str().unwrap().to_string();
+    // Not reviewed yet: refused with the server's code.
+    let o = skillctl(
+        &srv,
+        &ann,
+        tmp.path(),
+        &["draft", "--from-memory", &mem, "--name", "close-the-month"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("MEMORY_NOT_ELIGIBLE"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    skillctl::Client::new(&srv.base, &rita)
+        .unwrap()
+        .post_json(
+            &format!("/v1/memories/{mem}/confirm"),
+            &serde_json::json!({}),
+        )
+        .unwrap();
+    let out = ok(&skillctl(
+        &srv,
+        &ann,
+        tmp.path(),
+        &["draft", "--from-memory", &mem, "--name", "close-the-month"],
+    ));
+    assert!(out.starts_with("close-the-month@0.1.0 sha256:"), "{out}");
+    assert!(out.contains("(draft)"), "{out}");
+    assert!(out.contains("scan: pass"), "{out}");
+    assert!(
+        out.contains(&format!("from memory {mem} version 1 ")),
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod drafts;
 pub mod error;
 pub mod lifecycle;
 pub mod proof;
@@ -8,6 +9,7 @@ pub mod runs;
 pub mod service;
 pub mod views;
 
+pub use drafts::{DraftEvidence, DraftFromMemoryRequest, ProcedureSource};
 pub use error::{Error, Result};
 pub use lifecycle::{Action, LifecycleState};
 pub use proof::{TestWaiver, TestWaiverRequest};

@@ -727,6 +727,18 @@ pub(crate) fn publish(
     bytes: &[u8],
     set_version: Option<&str>,
 ) -> Result<Published> {
+    publish_citing(s, p, bytes, set_version, vec![])
+}
+
+/// As [`publish`], and a new draft records `cites` (each edge's child is the new version) in
+/// the same commit: a draft made from procedures cites them.
+pub(crate) fn publish_citing(
+    s: &SkillsService,
+    p: &Principal,
+    bytes: &[u8],
+    set_version: Option<&str>,
+    cites: Vec<registry_core::derivation::DerivationEdge>,
+) -> Result<Published> {
     let archive = skills_sdk::read_archive(bytes, &limits()).map_err(archive_error)?;
     let report = skills_sdk::validate_archive(&archive, ValidationMode::Strict);
     if !report.is_valid() {
@@ -859,7 +871,7 @@ pub(crate) fn publish(
         body: serde_json::to_value(&body).map_err(Error::internal)?,
     };
     let id = rec.meta.id.clone();
-    s.store.commit(vec![
+    let mut ops = vec![
         WriteOp::PutVersion(Box::new(rec.clone())),
         WriteOp::Audit(audit(
             p,
@@ -869,7 +881,14 @@ pub(crate) fn publish(
             None,
             Some(digest_hex(&digest)),
         )),
-    ])?;
+    ];
+    ops.extend(cites.into_iter().map(|e| {
+        WriteOp::AddEdge(registry_core::derivation::DerivationEdge {
+            child: id.clone(),
+            ..e
+        })
+    }));
+    s.store.commit(ops)?;
     Ok(Published {
         created: true,
         version: Loaded { rec, body },

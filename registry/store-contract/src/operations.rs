@@ -75,7 +75,31 @@ fn manifest(id: &str, principal: &str, secs: i64) -> StoredManifest {
         principal: principal.into(),
         created_at: t0() + Duration::seconds(secs),
         manifest: serde_json::json!({ "included": [id], "tokens": secs }),
+        request: Some(serde_json::json!({ "goal": format!("goal of {id}") })),
+        assets: vec!["doc_1".into(), format!("item_{id}")],
     }
+}
+
+/// A manifest as a read gives it back: the asset index is written beside it, not in it.
+fn stored(m: &StoredManifest) -> StoredManifest {
+    StoredManifest {
+        assets: vec![],
+        ..m.clone()
+    }
+}
+
+fn ids_with_asset(
+    s: &dyn crate::ContractStore,
+    principal: Option<&str>,
+    asset: &str,
+    limit: usize,
+) -> (usize, Vec<String>) {
+    let (n, ms) = ok(
+        "manifests",
+        "manifests_with_asset",
+        s.manifests_with_asset("acme", principal, asset, limit),
+    );
+    (n, ms.into_iter().map(|m| m.id).collect())
 }
 
 /// A manifest is written once (a second write of its id is a conflict, an UPDATE in SQL is
@@ -90,7 +114,7 @@ pub fn manifests_are_written_once_and_erased_with_their_principal(make: Factory<
     for m in [&m1, &m2, &m3] {
         ok(c, "put_manifest", s.put_manifest(m));
     }
-    assert_eq!(ok(c, "get", s.get_manifest("cm_1")), Some(m1.clone()));
+    assert_eq!(ok(c, "get", s.get_manifest("cm_1")), Some(stored(&m1)));
     assert_eq!(ok(c, "get", s.get_manifest("cm_404")), None);
     let mut changed = m1.clone();
     changed.manifest = serde_json::json!({ "included": [] });
@@ -101,15 +125,39 @@ pub fn manifests_are_written_once_and_erased_with_their_principal(make: Factory<
         "UPDATE context_manifests SET principal = 'eve' WHERE id = 'cm_1'",
         "immutable",
     );
-    assert_eq!(ok(c, "get", s.get_manifest("cm_1")), Some(m1.clone()));
+    assert_eq!(ok(c, "get", s.get_manifest("cm_1")), Some(stored(&m1)));
     assert_eq!(
         ok(c, "list", s.list_manifests("acme", None, 10)),
-        vec![m3.clone(), m2.clone(), m1.clone()],
+        vec![stored(&m3), stored(&m2), stored(&m1)],
         "{c}: newest first"
     );
     assert_eq!(
         ok(c, "list", s.list_manifests("acme", Some("ann"), 1)),
-        vec![m2.clone()]
+        vec![stored(&m2)]
+    );
+    assert_eq!(
+        ids_with_asset(s, None, "doc_1", 10),
+        (3, vec!["cm_3".into(), "cm_2".into(), "cm_1".into()]),
+        "{c}: the asset index, newest first"
+    );
+    assert_eq!(
+        ids_with_asset(s, Some("ann"), "doc_1", 1),
+        (2, vec!["cm_2".into()]),
+        "{c}: of one principal, limited, counted in all"
+    );
+    assert_eq!(
+        ids_with_asset(s, None, "item_cm_2", 10),
+        (1, vec!["cm_2".into()])
+    );
+    assert_eq!(ids_with_asset(s, None, "doc_404", 10), (0, vec![]));
+    assert_eq!(
+        ok(
+            c,
+            "other tenant",
+            s.manifests_with_asset("other", None, "doc_1", 10)
+        )
+        .0,
+        0
     );
     assert!(ok(c, "list", s.list_manifests("other", None, 10)).is_empty());
     assert_eq!(ok(c, "count", s.count_manifests("acme", "ann")), 2);
@@ -119,9 +167,15 @@ pub fn manifests_are_written_once_and_erased_with_their_principal(make: Factory<
     assert_eq!(ok(c, "get", s.get_manifest("cm_1")), None);
     assert_eq!(
         ok(c, "list", s.list_manifests("acme", None, 10)),
-        vec![m3],
+        vec![stored(&m3)],
         "{c}: another principal's manifests stay"
     );
+    assert_eq!(
+        ids_with_asset(s, None, "doc_1", 10),
+        (1, vec!["cm_3".into()]),
+        "{c}: the asset index is erased with its manifests"
+    );
+    assert_eq!(ids_with_asset(s, None, "item_cm_1", 10), (0, vec![]));
 }
 
 /// Counters beside the versions: retrievals are buffered until flushed and never lost, one

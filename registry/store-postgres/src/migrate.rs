@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_key_purposes",
         include_str!("../migrations/0007_key_purposes.sql"),
     ),
+    // 0008-0010 are taken by work merged beside this one; the list is ordered by number.
+    (
+        "0011_manifest_assets",
+        include_str!("../migrations/0011_manifest_assets.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

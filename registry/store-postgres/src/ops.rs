@@ -116,6 +116,11 @@ fn row_to_manifest(r: &Row) -> CoreResult<StoredManifest> {
         principal: r.try_get(2).map_err(pg)?,
         created_at: r.try_get(3).map_err(pg)?,
         manifest: r.try_get(4).map_err(pg)?,
+        request: r
+            .try_get::<_, Option<Json<serde_json::Value>>>(5)
+            .map_err(pg)?
+            .map(|j| j.0),
+        assets: vec![],
     })
 }
 
@@ -138,17 +143,42 @@ impl ManifestStore for PgStore {
             ])?;
             self.write(|db| {
                 db.execute(
-                    "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest)
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO context_manifests
+                     (id, tenant, principal, created_at, manifest, request)
+                     VALUES ($1, $2, $3, $4, $5, $6)",
                     &[
                         &m.id,
                         &m.tenant,
                         &m.principal,
                         &micros(&m.created_at),
                         &Json(&m.manifest),
+                        &m.request.as_ref().map(Json),
                     ],
                 )
                 .map_err(manifest_conflict)?;
+                if !m.assets.is_empty() {
+                    let assets: Vec<&str> = m
+                        .assets
+                        .iter()
+                        .map(String::as_str)
+                        .filter(|a| !nul(a))
+                        .collect();
+                    db.execute(
+                        "INSERT INTO manifest_assets
+                         (asset_id, manifest_id, tenant, principal, created_at)
+                         SELECT DISTINCT a, $2::text, $3::text, $4::text, $5::timestamptz
+                         FROM unnest($1::text[]) AS a
+                         ON CONFLICT DO NOTHING",
+                        &[
+                            &assets,
+                            &m.id,
+                            &m.tenant,
+                            &m.principal,
+                            &micros(&m.created_at),
+                        ],
+                    )
+                    .map_err(pg)?;
+                }
                 Ok(())
             })
         })
@@ -161,8 +191,8 @@ impl ManifestStore for PgStore {
             }
             self.read(|db| {
                 db.query_opt(
-                    "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
-                      WHERE id = $1",
+                    "SELECT id, tenant, principal, created_at, manifest, request
+                       FROM context_manifests WHERE id = $1",
                     &[&id],
                 )
                 .map_err(pg)?
@@ -185,8 +215,8 @@ impl ManifestStore for PgStore {
             }
             self.read(|db| {
                 db.query(
-                    "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
-                      WHERE tenant = $1 AND ($2::text IS NULL OR principal = $2)
+                    "SELECT id, tenant, principal, created_at, manifest, request
+                       FROM context_manifests WHERE tenant = $1 AND ($2::text IS NULL OR principal = $2)
                       ORDER BY created_at DESC, id DESC LIMIT $3",
                     &[&tenant, &principal, &clamp(limit)],
                 )
@@ -228,6 +258,45 @@ impl ManifestStore for PgStore {
                         &[&tenant, &principal],
                     )
                     .map_err(pg)? as usize)
+            })
+        })
+    }
+
+    fn manifests_with_asset(
+        &self,
+        tenant: &str,
+        principal: Option<&str>,
+        asset: &str,
+        limit: usize,
+    ) -> CoreResult<(usize, Vec<StoredManifest>)> {
+        crate::pool::off_runtime(|| {
+            if nul(tenant) || nul(asset) || principal.is_some_and(nul) {
+                return Ok((0, vec![]));
+            }
+            self.read(|db| {
+                let total: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM manifest_assets
+                          WHERE asset_id = $1 AND tenant = $2
+                            AND ($3::text IS NULL OR principal = $3)",
+                        &[&asset, &tenant, &principal],
+                    )
+                    .map_err(pg)?
+                    .get(0);
+                let rows = db
+                    .query(
+                        "SELECT m.id, m.tenant, m.principal, m.created_at, m.manifest, m.request
+                           FROM manifest_assets a JOIN context_manifests m ON m.id = a.manifest_id
+                          WHERE a.asset_id = $1 AND a.tenant = $2
+                            AND ($3::text IS NULL OR a.principal = $3)
+                          ORDER BY a.created_at DESC, a.manifest_id DESC LIMIT $4",
+                        &[&asset, &tenant, &principal, &clamp(limit)],
+                    )
+                    .map_err(pg)?
+                    .iter()
+                    .map(row_to_manifest)
+                    .collect::<CoreResult<Vec<_>>>()?;
+                Ok((total as usize, rows))
             })
         })
     }

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_purposes",
         include_str!("../migrations/0009_key_purposes.sql"),
     ),
+    // 0010-0012 are taken by work merged beside this one; the list is ordered by number.
+    (
+        "0013_manifest_assets",
+        include_str!("../migrations/0013_manifest_assets.sql"),
+    ),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

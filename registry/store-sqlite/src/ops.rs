@@ -98,8 +98,11 @@ impl JobRunStore for SqliteStore {
     }
 }
 
+const MANIFEST_COLS: &str = "id, tenant, principal, created_at, manifest, request";
+
 fn manifest_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredManifest, String)> {
     let body: String = r.get(4)?;
+    let request: Option<String> = r.get(5)?;
     Ok((
         StoredManifest {
             id: r.get(0)?,
@@ -107,6 +110,8 @@ fn manifest_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredManifest, Stri
             principal: r.get(2)?,
             created_at: parse_ts(r.get(3)?).unwrap_or_default(),
             manifest: serde_json::Value::Null,
+            request: request.and_then(|t| serde_json::from_str(&t).ok()),
+            assets: vec![],
         },
         body,
     ))
@@ -120,14 +125,26 @@ fn with_body((mut m, body): (StoredManifest, String)) -> CoreResult<StoredManife
 impl ManifestStore for SqliteStore {
     fn put_manifest(&self, m: &StoredManifest) -> CoreResult<()> {
         let body = m.manifest.to_string();
+        let request = m.request.as_ref().map(|r| r.to_string());
         self.write(|tx| {
             tx.execute(
-                "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![m.id, m.tenant, m.principal, ts(&m.created_at), body],
+                "INSERT INTO context_manifests (id, tenant, principal, created_at, manifest, request)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![m.id, m.tenant, m.principal, ts(&m.created_at), body, request],
             )
             // A second write of an id is a conflict, as in every backend.
             .map_err(crate::store::conflict)?;
+            let mut st = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO manifest_assets
+                     (asset_id, manifest_id, tenant, principal, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .map_err(be)?;
+            for a in &m.assets {
+                st.execute(params![a, m.id, m.tenant, m.principal, ts(&m.created_at)])
+                    .map_err(be)?;
+            }
             Ok(())
         })
     }
@@ -135,7 +152,7 @@ impl ManifestStore for SqliteStore {
     fn get_manifest(&self, id: &str) -> CoreResult<Option<StoredManifest>> {
         self.read(|c| {
             c.query_row(
-                "SELECT id, tenant, principal, created_at, manifest FROM context_manifests WHERE id = ?1",
+                &format!("SELECT {MANIFEST_COLS} FROM context_manifests WHERE id = ?1"),
                 [id],
                 manifest_row,
             )
@@ -152,11 +169,11 @@ impl ManifestStore for SqliteStore {
         limit: usize,
     ) -> CoreResult<Vec<StoredManifest>> {
         let rows = self.read(|c| {
-            let mut st = c.prepare(
-                "SELECT id, tenant, principal, created_at, manifest FROM context_manifests
+            let mut st = c.prepare(&format!(
+                "SELECT {MANIFEST_COLS} FROM context_manifests
                  WHERE tenant = ?1 AND (?2 IS NULL OR principal = ?2)
-                 ORDER BY created_at DESC, id DESC LIMIT ?3",
-            )?;
+                 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ))?;
             st.query_map(params![tenant, principal, clamp(limit)], manifest_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })?;
@@ -174,6 +191,8 @@ impl ManifestStore for SqliteStore {
     }
 
     fn erase_manifests(&self, tenant: &str, principal: &str) -> CoreResult<usize> {
+        // The trigger of migration 0013 deletes their asset index entries in the same
+        // transaction.
         self.write(|tx| {
             tx.execute(
                 "DELETE FROM context_manifests WHERE tenant = ?1 AND principal = ?2",
@@ -181,6 +200,38 @@ impl ManifestStore for SqliteStore {
             )
             .map_err(be)
         })
+    }
+
+    fn manifests_with_asset(
+        &self,
+        tenant: &str,
+        principal: Option<&str>,
+        asset: &str,
+        limit: usize,
+    ) -> CoreResult<(usize, Vec<StoredManifest>)> {
+        let (total, rows) = self.read(|c| {
+            let total: i64 = c.query_row(
+                "SELECT count(*) FROM manifest_assets
+                 WHERE asset_id = ?1 AND tenant = ?2 AND (?3 IS NULL OR principal = ?3)",
+                params![asset, tenant, principal],
+                |r| r.get(0),
+            )?;
+            let mut st = c.prepare(
+                "SELECT m.id, m.tenant, m.principal, m.created_at, m.manifest, m.request
+                 FROM manifest_assets a JOIN context_manifests m ON m.id = a.manifest_id
+                 WHERE a.asset_id = ?1 AND a.tenant = ?2 AND (?3 IS NULL OR a.principal = ?3)
+                 ORDER BY a.created_at DESC, a.manifest_id DESC LIMIT ?4",
+            )?;
+            let rows = st
+                .query_map(
+                    params![asset, tenant, principal, clamp(limit)],
+                    manifest_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok((total, rows))
+        })?;
+        let rows = rows.into_iter().map(with_body).collect::<CoreResult<_>>()?;
+        Ok((total as usize, rows))
     }
 }
 

@@ -167,6 +167,25 @@ class Skills(_Api):
         )
 
 
+    def draft_from_memory(
+        self, request: Optional[m.DraftFromMemoryRequest] = None, **fields: Any
+    ) -> m.DraftAnswer:
+        """``POST /v1/skills/drafts/from-memory``: reviewed procedural memories become a draft
+        (``MEMORY_NOT_ELIGIBLE`` names the memory that does not qualify and why)."""
+        req = request or m.DraftFromMemoryRequest(**fields)
+        return self._call("POST", "/v1/skills/drafts/from-memory", m.DraftAnswer, req)
+
+
+class Assets(_Api):
+    """Any asset by id: what a change to it reaches."""
+
+    def impact(self, asset_id: str, *, limit: Optional[int] = None) -> m.Impact:
+        """``GET /v1/assets/{id}/impact``."""
+        return self._call(
+            "GET", f"/v1/assets/{_seg(asset_id)}/impact", m.Impact, params={"limit": limit}
+        )
+
+
 class Context(_Api):
     """Context packs and their manifests."""
 
@@ -178,6 +197,11 @@ class Context(_Api):
     def manifest(self, pack_id: str) -> m.Manifest:
         """``GET /v1/context/{id}``."""
         return self._call("GET", f"/v1/context/{_seg(pack_id)}", m.Manifest)
+
+    def replay(self, pack_id: str) -> m.Replay:
+        """``POST /v1/context/{id}/replay``: the stored request compiled again now, and the
+        difference item by item."""
+        return self._call("POST", f"/v1/context/{_seg(pack_id)}/replay", m.Replay)
 
 
 class Registry:
@@ -214,6 +238,7 @@ class Registry:
         self.knowledge = Knowledge(self._http)
         self.skills = Skills(self._http)
         self.context = Context(self._http)
+        self.assets = Assets(self._http)
 
     def close(self) -> None:
         self._http.close()

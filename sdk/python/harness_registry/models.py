@@ -539,6 +539,129 @@ class Pack(Answer):
     manifest: Manifest
 
 
+class ReplayItem(Answer):
+    """OpenAPI ``ReplayItem``: an item as one of the two packs holds it."""
+
+    position: int
+    layer: str
+    source_id: Optional[str] = None
+    version: Optional[str] = None
+    content_hash: str
+    asset_content_hash: Optional[str] = None
+
+
+class ReplayChange(Answer):
+    """OpenAPI ``ReplayChange``: ``added``, ``removed`` or ``changed``, with its reasons."""
+
+    change: Literal["added", "removed", "changed"]
+    source_type: str
+    before: Optional[ReplayItem] = None
+    after: Optional[ReplayItem] = None
+    reasons: list[str]
+
+
+class Replay(Answer):
+    """OpenAPI ``Replay`` (``POST /v1/context/{id}/replay``)."""
+
+    manifest_id: str
+    compiled_at: datetime
+    replayed_at: datetime
+    used_tokens_before: int
+    used_tokens_after: int
+    changes: list[ReplayChange]
+    unchanged: int
+
+
+# --- change impact --------------------------------------------------------------------------
+
+
+class ImpactSubject(Answer):
+    """OpenAPI ``ImpactSubject``: the asset whose impact is shown."""
+
+    id: str
+    kind: str
+    version: int
+    status: str
+    content_hash: str
+    skill: Optional[str] = None
+
+
+class ManifestUse(Answer):
+    """OpenAPI ``ManifestUse``: a manifest that included the asset, and its items for it."""
+
+    id: str
+    principal: str
+    created_at: datetime
+    replayable: bool
+    items: list[ReplayItem]
+
+
+class ManifestsImpact(Answer):
+    """OpenAPI ``ManifestsImpact``."""
+
+    total: int
+    recent: list[ManifestUse]
+
+
+class LinkedAsset(Answer):
+    """OpenAPI ``LinkedAsset``: an asset that cites or was derived from the subject."""
+
+    id: str
+    kind: str
+    relation: str
+    version: int
+    status: str
+    content_hash: str
+    skill: Optional[str] = None
+
+
+class RunUse(Answer):
+    """OpenAPI ``RunUse``: a harness run that loaded the asset."""
+
+    run_id: str
+    digest: str
+    outcome: str
+    at: datetime
+
+
+class Impact(Answer):
+    """OpenAPI ``Impact`` (``GET /v1/assets/{id}/impact``)."""
+
+    asset: ImpactSubject
+    manifests: ManifestsImpact
+    citing: list[LinkedAsset]
+    derived: list[LinkedAsset]
+    runs: list[RunUse]
+    truncated: bool
+
+
+# --- skill drafts from procedures -----------------------------------------------------------
+
+
+class DraftFromMemoryRequest(Request):
+    """OpenAPI ``DraftFromMemoryRequest`` (``POST /v1/skills/drafts/from-memory``)."""
+
+    memory_ids: list[str]
+    name: str
+    description: Optional[str] = None
+    version: Optional[str] = None
+
+
+class DraftEvidence(Answer):
+    """OpenAPI ``DraftEvidence``: a memory the draft was made from."""
+
+    memory_id: str
+    version: int
+    content_hash: str
+
+
+class DraftAnswer(Answer):
+    """OpenAPI ``DraftAnswer``."""
+
+    draft: VersionView
+    evidence: list[DraftEvidence]
+
+
 # Every model and the OpenAPI component it mirrors (the tests walk this table).
 SCHEMAS: dict[type[BaseModel], str] = {
     Scope: "Scope",
@@ -581,4 +704,16 @@ SCHEMAS: dict[type[BaseModel], str] = {
     Omission: "Omission",
     Manifest: "Manifest",
     Pack: "Pack",
+    ReplayItem: "ReplayItem",
+    ReplayChange: "ReplayChange",
+    Replay: "Replay",
+    ImpactSubject: "ImpactSubject",
+    ManifestUse: "ManifestUse",
+    ManifestsImpact: "ManifestsImpact",
+    LinkedAsset: "LinkedAsset",
+    RunUse: "RunUse",
+    Impact: "Impact",
+    DraftFromMemoryRequest: "DraftFromMemoryRequest",
+    DraftEvidence: "DraftEvidence",
+    DraftAnswer: "DraftAnswer",
 }

@@ -188,3 +188,40 @@ def test_context_pack_and_its_manifest(reg):
     with pytest.raises(RegistryError) as e:
         reg.context.pack(goal="x", budget=1, fixed_rules=["a rule far longer than one token"])
     assert e.value.code == "FIXED_ZONE_OVER_BUDGET"
+
+
+def test_context_replay_and_the_impact_of_an_item(reg, other, skill):
+    pack = reg.context.pack(
+        goal="Book a business trip to Lyon",
+        budget=1200,
+        query="book trains flight approval",
+        draw_on=["skills"],
+    )
+    replay = reg.context.replay(pack.id)
+    assert replay.manifest_id == pack.id and replay.changes == []
+    assert replay.unchanged == len(pack.manifest.items)
+    item = next(i for i in pack.manifest.items if i.source_type == "skill")
+    version = reg.skills.get(skill).selected
+    impact = reg.assets.impact(version.id)
+    assert impact.asset.skill == item.source_id
+    assert pack.id in [m.id for m in impact.manifests.recent]
+    assert impact.runs == []
+    with pytest.raises(RegistryError) as e:
+        other.context.replay(pack.id)
+    assert e.value.status == 404 and e.value.code == "NOT_FOUND"
+    with pytest.raises(RegistryError) as e:
+        other.assets.impact(version.id)
+    assert e.value.status == 404 and e.value.code == "NOT_FOUND"
+
+
+def test_a_fact_does_not_become_a_skill(reg):
+    w = reg.memory.write(
+        memory_class="semantic",
+        content=f"The staging cluster has {uuid.uuid4().hex[:4]} nodes.",
+        scope="user",
+        source="user_statement",
+    )
+    with pytest.raises(RegistryError) as e:
+        reg.skills.draft_from_memory(memory_ids=[w.id], name="staging-facts")
+    assert e.value.status == 422 and e.value.code == "MEMORY_NOT_ELIGIBLE"
+    assert e.value.details["reason"] == "not_procedural"

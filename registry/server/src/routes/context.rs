@@ -9,12 +9,19 @@ use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, Auth};
 use crate::openapi::wire_body;
 use crate::state::AppState;
-use registry_context::{Comparison, Manifest, Pack, PackRequest};
+use registry_context::{Comparison, Manifest, Pack, PackRequest, Replay};
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(create_pack, get_manifest, compare_packs),
-    components(schemas(PackBody, PackAnswer, ManifestAnswer, ComparisonAnswer, ErrorBody))
+    paths(create_pack, get_manifest, compare_packs, replay_pack),
+    components(schemas(
+        PackBody,
+        PackAnswer,
+        ManifestAnswer,
+        ComparisonAnswer,
+        ReplayAnswer,
+        ErrorBody
+    ))
 )]
 pub struct ContextApi;
 
@@ -23,6 +30,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/context", post(create_pack))
         .route("/v1/context/{id}", get(get_manifest))
         .route("/v1/context/{id}/compare/{other}", get(compare_packs))
+        .route("/v1/context/{id}/replay", post(replay_pack))
 }
 
 wire_body!(
@@ -40,6 +48,11 @@ wire_body!(
 wire_body!(
     /// How two packs differ: `registry_context::Comparison`.
     ComparisonAnswer
+);
+wire_body!(
+    /// A stored pack compiled again now, and the difference item by item:
+    /// `registry_context::Replay`.
+    ReplayAnswer
 );
 
 /// Compiles a context pack in layers within the token budget and stores its manifest. The
@@ -83,5 +96,24 @@ pub async fn compare_packs(
 ) -> ApiResult<axum::Json<Comparison>> {
     state
         .blocking(move |s| Ok(axum::Json(s.services.context.compare(&p, &id, &other)?)))
+        .await
+}
+
+/// Replays a stored pack: its request compiled again, for the caller, against the registry as
+/// it is now, and the difference item by item (`added`, `removed`, `changed` version or hash,
+/// each with its reasons). Nothing is stored and nothing counts as used. The pack must be the
+/// caller's own (any in the tenant for an admin), else 404; a pack stored before requests were
+/// kept answers 409 `REPLAY_UNAVAILABLE`.
+#[utoipa::path(post, path = "/v1/context/{id}/replay", security(("bearer" = [])),
+    params(("id" = String, Path, description = "context pack id")),
+    responses((status = 200, body = ReplayAnswer), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub async fn replay_pack(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<Replay>> {
+    state
+        .blocking(move |s| Ok(axum::Json(s.services.context.replay(&p, &id)?)))
         .await
 }

@@ -11,17 +11,17 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use registry_core::ErrorCode;
 use registry_core::principal::Principal;
-use serde::Deserialize;
-use utoipa::{IntoParams, OpenApi};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
 use registry_skills::{
-    Decision, DeprecateRequest, Deprecation, DiscoverList, DiscoverView, InstructionsView,
-    LifecycleState, Loaded, ReviewRecord, ReviewRequest, RollbackRequest, ScanOverride,
-    ScanOverrideRequest, SelectView, TestResult, TestResultsRequest, TestRun, VersionSummary,
-    VersionView, YankRequest,
+    Decision, DeprecateRequest, Deprecation, DiscoverList, DiscoverView, DraftEvidence,
+    DraftFromMemoryRequest, InstructionsView, LifecycleState, Loaded, ReviewRecord, ReviewRequest,
+    RollbackRequest, ScanOverride, ScanOverrideRequest, SelectView, TestResult, TestResultsRequest,
+    TestRun, VersionSummary, VersionView, YankRequest,
 };
 
 #[derive(OpenApi)]
@@ -29,6 +29,7 @@ use registry_skills::{
     paths(
         discover,
         publish,
+        draft_from_memory,
         select,
         get_version,
         delete_version,
@@ -68,6 +69,9 @@ use registry_skills::{
         YankRequest,
         RollbackRequest,
         LifecycleState,
+        DraftFromMemoryRequest,
+        DraftEvidence,
+        DraftAnswer,
         ErrorBody
     ))
 )]
@@ -77,6 +81,7 @@ pub fn router() -> Router<AppState> {
     let v = "/v1/skills/{name}/versions/{version}";
     Router::new()
         .route("/v1/skills", get(discover).post(publish))
+        .route("/v1/skills/drafts/from-memory", post(draft_from_memory))
         .route("/v1/skills/by-digest/{digest}", get(by_digest))
         .route(
             "/v1/skills/by-digest/{digest}/instructions",
@@ -194,6 +199,49 @@ pub async fn publish(
                 StatusCode::OK
             };
             Ok((status, axum::Json(VersionView::of(&out.version))).into_response())
+        })
+        .await
+}
+
+/// A draft made from procedural memories, and the evidence it names.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DraftAnswer {
+    pub draft: VersionView,
+    /// Each memory the draft was made from, by id, version and content hash (its SKILL.md
+    /// names the same).
+    pub evidence: Vec<DraftEvidence>,
+}
+
+/// Draft from memory: reviewed procedural memories become a skill draft (a generated SKILL.md
+/// with the procedure, when to use it and its evidence), published through the normal path
+/// (validation and the scan) and citing each memory, so deleting one flags the draft. A memory
+/// qualifies when it is procedural, confirmed by a reviewer or voted helpful by enough
+/// principals, voted harmful by none, at most `internal`, for any purpose and not another
+/// user's own; else 422 `MEMORY_NOT_ELIGIBLE` with `details.field` and `details.reason`. A
+/// memory the caller may not read answers 404 like a missing one.
+#[utoipa::path(post, path = "/v1/skills/drafts/from-memory", security(("bearer" = [])),
+    request_body = DraftFromMemoryRequest,
+    responses((status = 201, body = DraftAnswer), (status = 200, body = DraftAnswer),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn draft_from_memory(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    ApiJson(req): ApiJson<DraftFromMemoryRequest>,
+) -> ApiResult<Response> {
+    state
+        .blocking(move |s| {
+            let out = s.services.draft_from_memory(&p, &req)?;
+            let status = if out.created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            let answer = DraftAnswer {
+                draft: VersionView::of(&out.draft),
+                evidence: out.evidence,
+            };
+            Ok((status, axum::Json(answer)).into_response())
         })
         .await
 }

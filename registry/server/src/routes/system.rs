@@ -11,13 +11,23 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiPath as Path, ApiQuery as Query, Auth};
+use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
 #[openapi(
-    paths(healthz, whoami, get_asset, list_assets, list_audit, verify_audit),
+    paths(
+        healthz,
+        whoami,
+        get_asset,
+        asset_impact,
+        list_assets,
+        list_audit,
+        verify_audit
+    ),
     components(schemas(
         Health,
+        ImpactAnswer,
         WhoAmI,
         AssetView,
         AssetList,
@@ -34,6 +44,7 @@ pub fn router() -> Router<AppState> {
         .route("/v1/whoami", get(whoami))
         .route("/v1/assets", get(list_assets))
         .route("/v1/assets/{id}", get(get_asset))
+        .route("/v1/assets/{id}/impact", get(asset_impact))
         .route("/v1/audit", get(list_audit))
         .route("/v1/audit/verify", get(verify_audit))
 }
@@ -269,5 +280,45 @@ pub async fn verify_audit(
             let v = s.services.verify_audit(&p)?;
             Ok(axum::Json(AuditVerify::from(v)))
         })
+        .await
+}
+
+wire_body!(
+    /// What a change to an asset reaches: `registry_services::Impact`.
+    ImpactAnswer
+);
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ImpactParams {
+    /// Most manifests listed, newest first (default 20, at most 100); `manifests.total`
+    /// counts them all.
+    #[param(minimum = 1, maximum = 100)]
+    pub limit: Option<u64>,
+}
+
+/// The impact of changing an asset: the caller's stored context manifests that included it
+/// (any of the tenant's for an admin), the skills and evaluation cases that cite it, the assets
+/// derived from it, and the runs that loaded it. Ids, versions and hashes only. An asset the
+/// caller may not see (another tenant's) answers 404 like a missing one, and a linked asset it
+/// may not see is left out.
+#[utoipa::path(get, path = "/v1/assets/{id}/impact", security(("bearer" = [])),
+    params(("id" = String, Path, description = "asset id"), ImpactParams),
+    responses((status = 200, body = ImpactAnswer), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
+pub async fn asset_impact(
+    State(state): State<AppState>,
+    Auth(p): Auth,
+    Path(id): Path<String>,
+    Query(q): Query<ImpactParams>,
+) -> ApiResult<axum::Json<registry_services::Impact>> {
+    let limit = crate::extract::bounded(
+        "limit",
+        q.limit,
+        registry_services::impact::DEFAULT_IMPACT_MANIFESTS,
+        registry_services::impact::MAX_IMPACT_MANIFESTS,
+    )?;
+    state
+        .blocking(move |s| Ok(axum::Json(s.services.impact(&p, &id, Some(limit))?)))
         .await
 }
