@@ -4,6 +4,7 @@ pub mod audit;
 pub mod deletion;
 pub mod erasure;
 pub mod error;
+pub mod feed;
 pub mod follow;
 pub mod jobs;
 pub mod overview;

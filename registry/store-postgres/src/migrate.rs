@@ -26,6 +26,8 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_key_purposes",
         include_str!("../migrations/0007_key_purposes.sql"),
     ),
+    // 0008 is the tasks branch's; at the merge it goes before this entry.
+    ("0009_feed", include_str!("../migrations/0009_feed.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

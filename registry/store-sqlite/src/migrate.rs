@@ -36,6 +36,8 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_purposes",
         include_str!("../migrations/0009_key_purposes.sql"),
     ),
+    // 0010 is the tasks branch's; at the merge it goes before this entry.
+    ("0011_feed", include_str!("../migrations/0011_feed.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
