@@ -179,6 +179,15 @@ pub fn webhook_secret(key: &crate::audit::AuditKey, webhook_id: &str, salt: &str
     format!("whsec_{mac}")
 }
 
+/// The `X-Registry-Signature` of a delivery body: `sha256=` and the hex HMAC-SHA256 of the
+/// body's bytes under the webhook's secret (the whole `whsec_…` string as the key).
+pub fn sign_body(secret: &str, body: &[u8]) -> String {
+    use hmac::{Hmac, Mac};
+    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("any key length");
+    m.update(body);
+    format!("sha256={}", hex::encode(m.finalize().into_bytes()))
+}
+
 /// Where a delivery stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -47,6 +47,47 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub store: StoreConfig,
     pub vectors: VectorsConfig,
+    pub webhooks: WebhooksConfig,
+}
+
+/// The change feed's webhooks (`/v1/webhooks`) and its SSE readers (`/v1/events`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Whether `serve` delivers to webhooks (registration works either way).
+    pub enabled: bool,
+    /// Accept targets on loopback, private, link-local, unspecified or multicast addresses
+    /// (off: such a URL is refused at registration and at every delivery, after DNS).
+    pub allow_private_targets: bool,
+    /// How often new events are looked for, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// Per delivery attempt (connect and answer), in seconds.
+    pub timeout_secs: u64,
+    /// Attempts before a delivery goes to the dead-letter list.
+    pub max_attempts: u32,
+    /// The first retry's delay, in milliseconds; each later one doubles, up to `max_backoff_secs`.
+    pub backoff_ms: u64,
+    pub max_backoff_secs: u64,
+    /// Deliveries in flight at once on this node.
+    pub concurrency: usize,
+    /// Open `/v1/events` streams one API key may hold at once.
+    pub max_streams_per_key: usize,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            enabled: true,
+            allow_private_targets: false,
+            poll_interval_ms: 500,
+            timeout_secs: 10,
+            max_attempts: 8,
+            backoff_ms: 2000,
+            max_backoff_secs: 3600,
+            concurrency: 4,
+            max_streams_per_key: 4,
+        }
+    }
 }
 
 /// Where the vectors live.
@@ -197,6 +238,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             store: StoreConfig::default(),
             vectors: VectorsConfig::default(),
+            webhooks: WebhooksConfig::default(),
         }
     }
 }
@@ -262,6 +304,7 @@ const ENV_KEYS: &[&str] = &[
     "retention",
     "store",
     "vectors",
+    "webhooks",
 ];
 
 impl Config {
@@ -310,6 +353,19 @@ impl Config {
             return bad(
                 "max_body_bytes",
                 format!("{} is outside 1 KiB..1 GiB", self.max_body_bytes),
+            );
+        }
+        let w = &self.webhooks;
+        if !(1..=64).contains(&w.concurrency) || !(1..=20).contains(&w.max_attempts) {
+            return bad(
+                "webhooks",
+                "concurrency must be 1..64 and max_attempts 1..20".into(),
+            );
+        }
+        if !(1..=300).contains(&w.timeout_secs) || w.poll_interval_ms == 0 {
+            return bad(
+                "webhooks",
+                "timeout_secs must be 1..300 and poll_interval_ms above 0".into(),
             );
         }
         if !(1..=64).contains(&self.embed_threads) {
