@@ -183,7 +183,8 @@ pub fn webhook_secret(key: &crate::audit::AuditKey, webhook_id: &str, salt: &str
 /// body's bytes under the webhook's secret (the whole `whsec_…` string as the key).
 pub fn sign_body(secret: &str, body: &[u8]) -> String {
     use hmac::{Hmac, Mac};
-    let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("any key length");
+    let mut m =
+        <Hmac<sha2::Sha256> as Mac>::new_from_slice(secret.as_bytes()).expect("any key length");
     m.update(body);
     format!("sha256={}", hex::encode(m.finalize().into_bytes()))
 }

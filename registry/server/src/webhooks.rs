@@ -51,12 +51,7 @@ fn forbidden_v6(ip: Ipv6Addr) -> bool {
         return forbidden_v4(v4);
     }
     let s = ip.segments();
-    let embedded = Ipv4Addr::new(
-        (s[6] >> 8) as u8,
-        s[6] as u8,
-        (s[7] >> 8) as u8,
-        s[7] as u8,
-    );
+    let embedded = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     // IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) reach the IPv4 address inside.
     if s[..6] == [0; 6] && !ip.is_loopback() && !ip.is_unspecified() {
         return forbidden_v4(embedded);
@@ -107,7 +102,10 @@ pub async fn resolve_target(
     timeout: Duration,
 ) -> Result<SocketAddr, CoreError> {
     let host = u.host_str().unwrap_or_default();
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let port = u.port_or_known_default().unwrap_or(443);
     let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
@@ -251,10 +249,9 @@ async fn attempt(state: &AppState, cfg: &WebhooksConfig, d: Delivery) {
         }
     };
     let st = state.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        st.services.backends.store.settle_delivery(&settled)
-    })
-    .await;
+    let out =
+        tokio::task::spawn_blocking(move || st.services.backends.store.settle_delivery(&settled))
+            .await;
     if !matches!(out, Ok(Ok(()))) {
         tracing::warn!("a webhook delivery's outcome was not recorded; its lease will lapse");
     }

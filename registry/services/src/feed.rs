@@ -74,6 +74,11 @@ pub fn project(store: &dyn Store, p: &Principal, e: &AuditEvent) -> CoreResult<O
     if !access::may(p, Action::See, &rec.meta) {
         return Ok(None);
     }
+    // A skill version before release is seen only by its author, the reviewers and the
+    // admins of its scope, as from every skill door.
+    if rec.meta.kind == AssetKind::SkillVersion && !registry_skills::resolve::may_list(p, &rec) {
+        return Ok(None);
+    }
     Ok(Some(FeedEvent {
         asset_kind: Some(rec.meta.kind),
         version: Some(rec.meta.version),
@@ -154,15 +159,9 @@ pub struct NewWebhook {
     pub key_id: String,
 }
 
-/// Registers a webhook for `p` from the newest event on; returns it and its secret (shown
-/// once, derived again from `key` and the stored salt when signing).
-pub fn create_webhook(
-    store: &dyn Store,
-    key: &AuditKey,
-    p: &Principal,
-    new: NewWebhook,
-) -> CoreResult<(WebhookRecord, String)> {
-    let mut events = new.events;
+/// The kinds a webhook names, sorted and each once; at least one. Doors check this before
+/// any costlier work (resolving the URL).
+pub fn webhook_events(mut events: Vec<FeedKind>) -> CoreResult<Vec<FeedKind>> {
     events.sort();
     events.dedup();
     if events.is_empty() {
@@ -171,6 +170,18 @@ pub fn create_webhook(
             serde_json::json!({"field": "events", "reason": "invalid_length"}),
         ));
     }
+    Ok(events)
+}
+
+/// Registers a webhook for `p` from the newest event on; returns it and its secret (shown
+/// once, derived again from `key` and the stored salt when signing).
+pub fn create_webhook(
+    store: &dyn Store,
+    key: &AuditKey,
+    p: &Principal,
+    new: NewWebhook,
+) -> CoreResult<(WebhookRecord, String)> {
+    let events = webhook_events(new.events)?;
     if store.webhooks(Some(&p.tenant))?.len() >= MAX_WEBHOOKS_PER_TENANT {
         return Err(CoreError::validation_with(
             format!("a tenant registers at most {MAX_WEBHOOKS_PER_TENANT} webhooks"),

@@ -152,7 +152,9 @@ impl Reader {
             );
             let page = tokio::task::spawn_blocking(move || {
                 let store = st.services.backends.store.as_ref();
-                let live = store.find_key(&key)?.is_some_and(|k| k.revoked_at.is_none());
+                let live = store
+                    .find_key(&key)?
+                    .is_some_and(|k| k.revoked_at.is_none());
                 live.then(|| feed::read(store, &p, after, None)).transpose()
             })
             .await;
@@ -295,6 +297,7 @@ pub async fn create_webhook(
 ) -> ApiResult<(StatusCode, axum::Json<WebhookCreated>)> {
     let key_hash = bearer_hash(&headers)?;
     let url = crate::webhooks::parse_target(&body.url)?;
+    let events = feed::webhook_events(body.events)?;
     let cfg = &state.config.webhooks;
     crate::webhooks::resolve_target(
         &url,
@@ -303,11 +306,12 @@ pub async fn create_webhook(
     )
     .await?;
     let url = body.url;
-    let events = body.events;
     state
         .blocking(move |s| {
             let store = s.services.backends.store.as_ref();
-            let key = store.find_key(&key_hash)?.ok_or_else(ApiError::unauthenticated)?;
+            let key = store
+                .find_key(&key_hash)?
+                .ok_or_else(ApiError::unauthenticated)?;
             let (w, secret) = feed::create_webhook(
                 store,
                 &s.services.options.audit_key,
