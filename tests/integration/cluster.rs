@@ -40,7 +40,11 @@ struct Node {
 }
 
 /// The settings every node of the test cluster shares.
-fn cluster_env(schema: &TestSchema, url: &str, key_file: &Path) -> Vec<(String, String)> {
+pub(crate) fn cluster_env(
+    schema: &TestSchema,
+    url: &str,
+    key_file: &Path,
+) -> Vec<(String, String)> {
     vec![
         ("REGISTRY_STORE__URL".into(), url.into()),
         ("REGISTRY_STORE__SCHEMA".into(), schema.name().into()),
@@ -61,7 +65,7 @@ fn start(dir: &Path, env: &[(String, String)]) -> Node {
     }
 }
 
-fn create_key(dir: &Path, env: &[(String, String)]) -> String {
+pub(crate) fn create_key(dir: &Path, env: &[(String, String)]) -> String {
     let out = Command::new(registry_bin())
         .arg("--data-dir")
         .arg(dir)

@@ -10,6 +10,7 @@ mod context;
 mod contract;
 mod cost;
 mod deletion;
+mod feed;
 mod foundation;
 mod governance;
 mod harness;

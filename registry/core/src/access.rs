@@ -99,6 +99,15 @@ pub fn require(p: &Principal, action: Action, m: &AssetMeta) -> CoreResult<()> {
     )))
 }
 
+/// Who reads a deletion receipt: whoever asked for the deletion, or whoever governs its
+/// tenant (for the global scope, the platform).
+pub fn may_read_receipt(p: &Principal, r: &crate::deletion::Receipt) -> bool {
+    match r.tenant.as_deref() {
+        None => p.platform,
+        Some(t) => t == p.tenant && (r.actor == p.user || p.is_admin()),
+    }
+}
+
 /// Whether the key's projects admit `scope` (a tenant-level scope: any key of the tenant).
 pub fn within_projects(p: &Principal, scope: &Scope) -> bool {
     scope.project.as_ref().is_none_or(|x| p.member_of(x))

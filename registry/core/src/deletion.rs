@@ -380,6 +380,16 @@ impl DeletionEngine<'_> {
         r.status = ReceiptStatus::Completed;
         r.finished_at = Some(Utc::now());
         self.save(&mut r)?;
+        // The change feed's `receipt.completed` (ids only, as every audit event).
+        self.store.commit(vec![WriteOp::Audit(AuditDraft {
+            actor: r.actor.clone(),
+            tenant: r.tenant.clone(),
+            action: "deletion.complete".into(),
+            asset_id: Some(r.id.clone()),
+            before_hash: None,
+            after_hash: None,
+            reason: None,
+        })])?;
         Ok(r)
     }
 

@@ -9,6 +9,7 @@ pub mod deadline;
 pub mod deletion;
 pub mod derivation;
 pub mod error;
+pub mod feed;
 pub mod hash;
 pub mod locks;
 pub mod principal;

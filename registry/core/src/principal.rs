@@ -118,6 +118,25 @@ impl Principal {
         }
     }
 
+    /// The principal of a stored key, before any request narrows it (`X-Project`,
+    /// `X-Purpose`). Every door resolves a key through this.
+    pub fn of_key(rec: &crate::store::ApiKeyRecord) -> Self {
+        Principal {
+            tenant: rec.tenant.clone(),
+            user: rec.user.clone(),
+            groups: rec.groups.clone(),
+            roles: rec.roles.clone(),
+            platform: rec.platform,
+            projects: rec.projects.clone(),
+            purposes: rec.purposes.clone(),
+            clearance: rec.clearance,
+            purpose: None,
+            project: None,
+            session: None,
+            task: None,
+        }
+    }
+
     /// Whether the principal holds `role`; admins hold every role of their tenant.
     pub fn has_role(&self, role: Role) -> bool {
         self.roles.contains(&role) || self.roles.contains(&Role::Admin)

@@ -270,6 +270,7 @@ pub trait Store:
     + JobRunStore
     + ManifestStore
     + crate::usage::UsageStore
+    + crate::feed::FeedStore
 {
     /// Makes every committed change durable in the main files and drops earlier images of
     /// overwritten pages (after a purge, no deleted byte may survive in a log). Returns whether

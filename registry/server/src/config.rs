@@ -54,6 +54,7 @@ pub struct Config {
     /// Which procedural memories may become skill drafts: `drafts.min_helpful`, the distinct
     /// helpful votes that qualify a procedure no reviewer confirmed (default 3, 1..=1000).
     pub drafts: registry_services::DraftPolicy,
+    pub webhooks: WebhooksConfig,
 }
 
 /// Skills after Publish: when observed runs put a release back in the review queue.
@@ -83,6 +84,46 @@ impl SkillsConfig {
         registry_skills::ObservePolicy {
             max_failure_rate: self.max_failure_rate,
             min_runs: self.min_runs,
+        }
+    }
+}
+
+/// The change feed's webhooks (`/v1/webhooks`) and its SSE readers (`/v1/events`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Whether `serve` delivers to webhooks (registration works either way).
+    pub enabled: bool,
+    /// Accept targets on loopback, private, link-local, unspecified or multicast addresses
+    /// (off: such a URL is refused at registration and at every delivery, after DNS).
+    pub allow_private_targets: bool,
+    /// How often new events are looked for, in milliseconds.
+    pub poll_interval_ms: u64,
+    /// Per delivery attempt (connect and answer), in seconds.
+    pub timeout_secs: u64,
+    /// Attempts before a delivery goes to the dead-letter list.
+    pub max_attempts: u32,
+    /// The first retry's delay, in milliseconds; each later one doubles, up to `max_backoff_secs`.
+    pub backoff_ms: u64,
+    pub max_backoff_secs: u64,
+    /// Deliveries in flight at once on this node.
+    pub concurrency: usize,
+    /// Open `/v1/events` streams one API key may hold at once.
+    pub max_streams_per_key: usize,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            enabled: true,
+            allow_private_targets: false,
+            poll_interval_ms: 500,
+            timeout_secs: 10,
+            max_attempts: 8,
+            backoff_ms: 2000,
+            max_backoff_secs: 3600,
+            concurrency: 4,
+            max_streams_per_key: 4,
         }
     }
 }
@@ -238,6 +279,7 @@ impl Default for Config {
             vectors: VectorsConfig::default(),
             skills: SkillsConfig::default(),
             drafts: registry_services::DraftPolicy::default(),
+            webhooks: WebhooksConfig::default(),
         }
     }
 }
@@ -306,6 +348,7 @@ const ENV_KEYS: &[&str] = &[
     "vectors",
     "drafts",
     "skills",
+    "webhooks",
 ];
 
 impl Config {
@@ -363,6 +406,19 @@ impl Config {
             return bad(
                 "max_body_bytes",
                 format!("{} is outside 1 KiB..1 GiB", self.max_body_bytes),
+            );
+        }
+        let w = &self.webhooks;
+        if !(1..=64).contains(&w.concurrency) || !(1..=20).contains(&w.max_attempts) {
+            return bad(
+                "webhooks",
+                "concurrency must be 1..64 and max_attempts 1..20".into(),
+            );
+        }
+        if !(1..=300).contains(&w.timeout_secs) || w.poll_interval_ms == 0 {
+            return bad(
+                "webhooks",
+                "timeout_secs must be 1..300 and poll_interval_ms above 0".into(),
             );
         }
         if !(1..=64).contains(&self.embed_threads) {

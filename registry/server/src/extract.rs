@@ -344,22 +344,8 @@ pub fn principal_for_key_hash(
     let Some(rec) = store.find_key(key_hash)?.filter(|r| r.revoked_at.is_none()) else {
         return Ok(None);
     };
-    Ok(Some(Principal {
-        tenant: rec.tenant,
-        user: rec.user,
-        groups: rec.groups,
-        roles: rec.roles,
-        platform: rec.platform,
-        projects: rec.projects,
-        purposes: rec.purposes,
-        clearance: rec.clearance,
-        purpose: None,
-        project: None,
-        session: None,
-        task: None,
-    }))
+    Ok(Some(Principal::of_key(&rec)))
 }
-
 /// A count parameter (`limit`, `k`) within its documented bound: absent gives the default, 0
 /// gives 1, above `max` is refused (422, naming the field), as the contract's `maximum` says.
 pub fn bounded(

@@ -13,6 +13,7 @@ pub mod request;
 pub mod routes;
 
 pub mod state;
+pub mod webhooks;
 
 use std::time::Duration;
 
@@ -50,6 +51,7 @@ pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
         .merge(routes::skills::router())
         .merge(routes::skill_proof::router())
         .merge(routes::deletion::router())
+        .merge(routes::feed::router())
         .merge(routes::context::router())
         .merge(routes::retrieve::router())
         .route("/openapi.json", axum::routing::get(openapi::serve_openapi))
@@ -109,7 +111,9 @@ pub async fn serve_until(
     let st = state.clone();
     let stop = state.shutdown.clone();
     // The peer address reaches the handlers (the console throttles failed sign-ins by it).
-    let app = app_with(state, token).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let deliveries = webhooks::spawn(state.clone(), token.clone());
+    let app = app_with(state, token.clone())
+        .into_make_service_with_connect_info::<std::net::SocketAddr>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -119,6 +123,10 @@ pub async fn serve_until(
             cancel.cancel();
         })
         .await;
+    token.cancel();
+    if let Some(d) = deliveries {
+        let _ = d.await;
+    }
     // Anchor what this run appended to the audit log before the process goes.
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = st.services.audit.checkpoint() {

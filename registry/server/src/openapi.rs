@@ -87,7 +87,7 @@ impl WireBodies {
 
 /// Every body whose schema comes from a domain type.
 fn wire_bodies() -> WireBodies {
-    use crate::routes::{deletion, memory};
+    use crate::routes::{deletion, feed, memory};
     let mut w = WireBodies::new();
     w.request::<registry_memory::WriteRequest>("WriteBody")
         .answer::<registry_memory::service::WriteOutcome>("WriteAnswer")
@@ -115,7 +115,13 @@ fn wire_bodies() -> WireBodies {
         .answer::<deletion::ErasureAnswer>("ErasureAnswer")
         .answer::<registry_core::asset::AssetMeta>("AssetMeta")
         .answer::<registry_core::audit::AuditEvent>("AuditEvent")
-        .answer::<skills_sdk::ScanReport>("ScanReport");
+        .answer::<skills_sdk::ScanReport>("ScanReport")
+        .answer::<feed::FeedEventBody>("FeedEventBody")
+        .request::<feed::WebhookCreate>("WebhookCreate")
+        .answer::<feed::WebhookView>("WebhookView")
+        .answer::<feed::WebhookCreated>("WebhookCreated")
+        .answer::<feed::WebhookList>("WebhookList")
+        .answer::<feed::DeliveryList>("DeliveryList");
     w
 }
 
@@ -269,6 +275,7 @@ pub fn document() -> Value {
         doc.merge(crate::routes::skills::SkillsApi::openapi());
         doc.merge(crate::routes::skill_proof::SkillProofApi::openapi());
         doc.merge(crate::routes::deletion::DeletionApi::openapi());
+        doc.merge(crate::routes::feed::FeedApi::openapi());
         doc.merge(crate::routes::context::ContextApi::openapi());
         doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
         doc.info.version = env!("CARGO_PKG_VERSION").to_string();

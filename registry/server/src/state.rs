@@ -33,6 +33,8 @@ pub struct Inner {
     pub services: Services,
     /// Open MCP sessions per key.
     pub mcp_sessions: crate::mcp::SessionLimits,
+    /// Open `/v1/events` streams per key.
+    pub feed_streams: Arc<crate::routes::feed::StreamSlots>,
     /// Begun when the server stops taking requests ([`crate::serve_until`]): every request's
     /// deadline watches it, so uncommitted blocking work stops at its next check.
     pub shutdown: Shutdown,
@@ -462,6 +464,7 @@ impl AppState {
         Ok(AppState(Arc::new(Inner {
             mcp_sessions: crate::mcp::SessionLimits::new(config.mcp_max_sessions_per_key),
             shutdown: Shutdown::new(),
+            feed_streams: Default::default(),
             _follower: follower,
             _flusher: Flusher::spawn(services.clone()),
             config,

@@ -150,16 +150,9 @@ impl Deletions {
     /// (or, for the global scope, the platform). Anything else answers "not found".
     pub fn receipt(&self, p: &Principal, id: &str) -> CoreResult<Receipt> {
         match self.backends.store.get_receipt(id)? {
-            Some(r) if may_read_receipt(p, &r) => Ok(r),
+            Some(r) if registry_core::access::may_read_receipt(p, &r) => Ok(r),
             _ => Err(CoreError::NotFound(format!("no receipt {id}"))),
         }
-    }
-}
-
-fn may_read_receipt(p: &Principal, r: &Receipt) -> bool {
-    match r.tenant.as_deref() {
-        None => p.platform,
-        Some(t) => t == p.tenant && (r.actor == p.user || p.is_admin()),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod deletion;
 pub mod drafts;
 pub mod erasure;
 pub mod error;
+pub mod feed;
 pub mod follow;
 pub mod impact;
 pub mod jobs;

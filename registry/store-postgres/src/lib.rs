@@ -2,6 +2,7 @@
 
 mod blobs;
 mod cluster;
+mod feed;
 mod migrate;
 mod ops;
 mod pool;

@@ -26,7 +26,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_key_purposes",
         include_str!("../migrations/0007_key_purposes.sql"),
     ),
-    // 0008-0010 are taken by work merged beside this one; the list is ordered by number.
+    ("0009_feed", include_str!("../migrations/0009_feed.sql")),
     (
         "0011_manifest_assets",
         include_str!("../migrations/0011_manifest_assets.sql"),

@@ -293,6 +293,23 @@ impl PgStore {
         }
     }
 
+    /// Runs `f` in one transaction that does not take the write lock: for rows that writes of
+    /// assets never touch (webhook state), whose own statements say how they serialise.
+    pub(crate) fn transaction<T>(
+        &self,
+        f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> CoreResult<T>,
+    ) -> CoreResult<T> {
+        let mut conn = self.pool.get()?;
+        let Conn { client, stmts, .. } = &mut *conn;
+        let mut tx = client.transaction().map_err(pg)?;
+        let out = {
+            let mut db = Db { c: &mut tx, stmts };
+            f(&mut db)?
+        };
+        tx.commit().map_err(pg)?;
+        Ok(out)
+    }
+
     /// Runs `f` in one write transaction that holds the store's write lock. Work under a
     /// deadline that has passed writes nothing (see `registry_core::deadline`).
     pub(crate) fn write<T>(
@@ -429,7 +446,7 @@ impl PgStore {
 
 /// Appends one audit event inside `db`'s transaction (which holds the write lock), chaining it
 /// to the last one (keyed with `key`).
-fn append_audit<C: GenericClient>(
+pub(crate) fn append_audit<C: GenericClient>(
     db: &mut Db<'_, C>,
     draft: AuditDraft,
     key: Option<&AuditKey>,

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod blobs;
+mod feed;
 mod migrate;
 mod ops;
 mod store;

@@ -36,7 +36,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_purposes",
         include_str!("../migrations/0009_key_purposes.sql"),
     ),
-    // 0010-0012 are taken by work merged beside this one; the list is ordered by number.
+    ("0011_feed", include_str!("../migrations/0011_feed.sql")),
     (
         "0013_manifest_assets",
         include_str!("../migrations/0013_manifest_assets.sql"),

@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod deletion;
+pub mod feed;
 pub mod knowledge;
 pub mod memory;
 pub mod retrieve;
