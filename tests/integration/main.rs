@@ -20,4 +20,5 @@ mod security;
 mod skill_doors;
 mod skills;
 mod skills_scan;
+mod tasks;
 mod ui;

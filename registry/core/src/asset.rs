@@ -35,15 +35,19 @@ pub enum AssetKind {
     Chunk,
     SkillVersion,
     Summary,
+    /// A harness's long-running task: its goal and status; its event log, artifacts and
+    /// summaries live beside it (`crate::task`) and go with it.
+    Task,
 }
 
 impl AssetKind {
-    pub const ALL: [AssetKind; 5] = [
+    pub const ALL: [AssetKind; 6] = [
         AssetKind::Memory,
         AssetKind::Document,
         AssetKind::Chunk,
         AssetKind::SkillVersion,
         AssetKind::Summary,
+        AssetKind::Task,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +57,7 @@ impl AssetKind {
             AssetKind::Chunk => "chunk",
             AssetKind::SkillVersion => "skill_version",
             AssetKind::Summary => "summary",
+            AssetKind::Task => "task",
         }
     }
 

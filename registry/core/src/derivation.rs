@@ -20,6 +20,8 @@ pub enum Relation {
     Supersedes,
     /// A skill version or evaluation case that cites a reference.
     Cites,
+    /// Something a task recorded while it ran (an artifact's blob).
+    Produced,
 }
 
 impl Relation {
@@ -31,6 +33,7 @@ impl Relation {
             Relation::SummaryOf => "summary_of",
             Relation::Supersedes => "supersedes",
             Relation::Cites => "cites",
+            Relation::Produced => "produced",
         }
     }
 
@@ -43,6 +46,7 @@ impl Relation {
             SummaryOf,
             Supersedes,
             Cites,
+            Produced,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)

@@ -252,6 +252,7 @@ pub trait Store:
     + JobRunStore
     + ManifestStore
     + crate::usage::UsageStore
+    + crate::task::TaskLogStore
 {
     /// Makes every committed change durable in the main files and drops earlier images of
     /// overwritten pages (after a purge, no deleted byte may survive in a log). Returns whether

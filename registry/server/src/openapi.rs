@@ -113,7 +113,22 @@ fn wire_bodies() -> WireBodies {
         .answer::<deletion::ErasureAnswer>("ErasureAnswer")
         .answer::<registry_core::asset::AssetMeta>("AssetMeta")
         .answer::<registry_core::audit::AuditEvent>("AuditEvent")
-        .answer::<skills_sdk::ScanReport>("ScanReport");
+        .answer::<skills_sdk::ScanReport>("ScanReport")
+        .request::<registry_tasks::CreateTask>("CreateTaskBody")
+        .request::<registry_tasks::UpdateTask>("UpdateTaskBody")
+        .answer::<registry_tasks::TaskView>("TaskAnswer")
+        .answer::<registry_tasks::TaskList>("TaskListAnswer")
+        .request::<registry_tasks::AppendEvents>("AppendBody")
+        .answer::<registry_tasks::AppendOutcome>("AppendAnswer")
+        .answer::<registry_tasks::EventPage>("EventPageAnswer")
+        .answer::<registry_tasks::ArtifactView>("ArtifactAnswer")
+        .answer::<registry_tasks::ArtifactList>("ArtifactListAnswer")
+        .request::<registry_tasks::SummaryRequest>("SummaryBody")
+        .request::<registry_tasks::CheckpointRequest>("CheckpointBody")
+        .answer::<registry_core::task::TaskMark>("MarkAnswer")
+        .answer::<registry_tasks::MarkList>("MarkListAnswer")
+        .request::<registry_tasks::ContinuationRequest>("ContinuationBody")
+        .answer::<registry_tasks::Continuation>("ContinuationAnswer");
     w
 }
 
@@ -268,6 +283,7 @@ pub fn document() -> Value {
         doc.merge(crate::routes::deletion::DeletionApi::openapi());
         doc.merge(crate::routes::context::ContextApi::openapi());
         doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
+        doc.merge(crate::routes::tasks::TasksApi::openapi());
         doc.info.version = env!("CARGO_PKG_VERSION").to_string();
         let mut doc = serde_json::to_value(doc).expect("the document serializes");
         merge_wire_bodies(&mut doc, wire_bodies());

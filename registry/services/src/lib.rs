@@ -62,6 +62,7 @@ pub struct Services {
     pub knowledge: Arc<KnowledgeService>,
     pub skills: SkillsService,
     pub context: registry_context::ContextService,
+    pub tasks: registry_tasks::TaskService,
     pub deletions: Arc<Deletions>,
     pub audit: Arc<audit::AuditService>,
     pub options: Options,
@@ -102,6 +103,12 @@ impl Services {
             b.embedder.clone(),
             deletions.clone(),
         );
+        let tasks = registry_tasks::TaskService::new(
+            b.store.clone(),
+            b.blobs.clone(),
+            b.embedder.clone(),
+            deletions.clone(),
+        );
         let context = registry_context::ContextService::new(
             memory.clone(),
             knowledge.clone(),
@@ -109,6 +116,7 @@ impl Services {
             search.clone(),
             store,
             b.store.clone(),
+            tasks.clone(),
         );
         let audit = Arc::new(audit::AuditService::new(
             b.store.clone(),
@@ -122,6 +130,7 @@ impl Services {
             knowledge,
             skills,
             context,
+            tasks,
             deletions,
             audit,
             options,

@@ -99,7 +99,7 @@ pub(crate) fn pg(e: postgres::Error) -> CoreError {
 
 /// A unique-key violation on insert is a conflict (a version, key or idempotency record that
 /// exists already); anything else is a backend failure.
-fn conflict(e: postgres::Error) -> CoreError {
+pub(crate) fn conflict(e: postgres::Error) -> CoreError {
     if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
         CoreError::Conflict(describe(&e))
     } else {
@@ -429,7 +429,7 @@ impl PgStore {
 
 /// Appends one audit event inside `db`'s transaction (which holds the write lock), chaining it
 /// to the last one (keyed with `key`).
-fn append_audit<C: GenericClient>(
+pub(crate) fn append_audit<C: GenericClient>(
     db: &mut Db<'_, C>,
     draft: AuditDraft,
     key: Option<&AuditKey>,
@@ -886,6 +886,7 @@ impl AssetStore for PgStore {
                             &[id],
                         )
                         .map_err(pg)?;
+                    crate::tasks::purge_task_rows(db, id)?;
                 }
                 append_audit(db, audit, key.as_ref())?;
                 let logged: Vec<&str> =
@@ -893,7 +894,10 @@ impl AssetStore for PgStore {
                 self.log_changes(db, &logged)?;
                 Ok((counts, current_xid(db)?))
             })?;
-            self.vacuum_after(counts.1, "assets, derivation")?;
+            self.vacuum_after(
+                counts.1,
+                "assets, derivation, task_events, task_artifacts, task_marks",
+            )?;
             Ok(counts.0)
         })
     }

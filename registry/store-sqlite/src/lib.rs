@@ -4,6 +4,7 @@ mod blobs;
 mod migrate;
 mod ops;
 mod store;
+mod tasks;
 
 pub use blobs::FsBlobStore;
 pub use migrate::{MIGRATIONS, SCHEMA_VERSION};

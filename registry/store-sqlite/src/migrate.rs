@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_purposes",
         include_str!("../migrations/0009_key_purposes.sql"),
     ),
+    ("0010_tasks", include_str!("../migrations/0010_tasks.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

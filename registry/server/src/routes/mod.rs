@@ -8,3 +8,4 @@ pub mod memory;
 pub mod retrieve;
 pub mod skills;
 pub mod system;
+pub mod tasks;
