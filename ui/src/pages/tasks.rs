@@ -152,7 +152,7 @@ pub async fn task(
             @match &cont {
                 Ok(c) => {
                     p data-testid="continuation-tokens" { (c.used_tokens) " of " (c.budget) " tokens" }
-                    pre class="content" data-testid="continuation" { (c.text) }
+                    pre class="content" data-testid="continuation" tabindex="0" { (c.text) }
                     details { summary { "Manifest" } (json(&to_json(&c.manifest))) }
                 }
                 Err(e) => { p role="alert" { (e.to_string()) } }
@@ -205,7 +205,7 @@ pub async fn artifact(
             dt { "Summary" } dd { (a.summary.as_deref().unwrap_or("—")) }
         }
         h2 { "Lines " (line) "–" (line + PREVIEW_LINES - 1) }
-        pre class="content" data-testid="artifact-lines" { (text) }
+        pre class="content" data-testid="artifact-lines" tabindex="0" { (text) }
         nav class="pager" aria-label="Artifact lines" {
             @if line > 1 {
                 a href=(format!("{base}?line={}", line.saturating_sub(PREVIEW_LINES).max(1))) rel="prev" { "Earlier lines" } " · "
