@@ -166,6 +166,15 @@ with sync_playwright() as pw:
     step("compare_heading", page.locator("h1").inner_text())
     check(page, "context-compare")
 
+    # Tasks: the list, one task (events, artifacts, continuation preview), an artifact's lines.
+    visit(page, "tasks", "/ui/tasks")
+    visit(page, "task", f"/ui/tasks/{cfg['task_id']}")
+    step("task_events", page.get_by_test_id("events").locator("tbody tr").count())
+    step("task_artifacts", page.get_by_test_id("artifacts").locator("tbody tr").count())
+    step("continuation", page.get_by_test_id("continuation").inner_text())
+    visit(page, "task-artifact", f"/ui/tasks/{cfg['task_id']}/artifacts/{cfg['artifact_id']}")
+    step("artifact_lines", page.get_by_test_id("artifact-lines").inner_text())
+
     # Keyboard: Tab from the top reaches the skip link, then the navigation.
     page.goto(BASE + "/ui/")
     page.keyboard.press("Tab")

@@ -82,7 +82,8 @@ fn hits(app: &TestApp, tenant: &str, q: &str) -> Vec<String> {
         .collect()
 }
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+/// The files under `dir` holding `needle` anywhere in their bytes.
+pub(crate) fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
     let mut found = vec![];
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

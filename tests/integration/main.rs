@@ -23,4 +23,5 @@ mod skill_doors;
 mod skills;
 mod skills_proof;
 mod skills_scan;
+mod tasks;
 mod ui;

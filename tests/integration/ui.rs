@@ -166,6 +166,33 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
         manifests.push(p["id"].as_str().unwrap().to_string());
     }
 
+    // A task of olga's with events and an artifact, for the Tasks page.
+    let (s, task) = call(app.post(
+        &olga,
+        "/v1/tasks",
+        &json!({"goal": "Decide refund R-88", "acceptance": "a decision with its reason"}),
+    ));
+    assert_eq!(s, 201, "{task}");
+    let task_id = task["id"].as_str().unwrap().to_string();
+    let (s, art) = call(
+        app.client
+            .put(app.url(&format!("/v1/tasks/{task_id}/artifacts/ledger.txt")))
+            .bearer_auth(&olga.secret)
+            .header("content-type", "text/plain")
+            .body("R-88 900 EUR approved by finance\nR-89 20 EUR\n"),
+    );
+    assert_eq!(s, 201, "{art}");
+    let artifact_id = art["id"].as_str().unwrap().to_string();
+    let (s, b) = call(app.post(
+        &olga,
+        &format!("/v1/tasks/{task_id}/events"),
+        &json!({"events": [
+            {"id": "o1", "type": "open_item", "actor": "olga", "content": "Open: second approver for R-88."},
+            {"id": "t1", "type": "tool_result", "actor": "ledger", "content": "ledger lookup", "artifact": artifact_id}
+        ]}),
+    ));
+    assert_eq!(s, 200, "{b}");
+
     let shots = screenshots_dir();
     let _ = std::fs::remove_dir_all(&shots);
     let out = drive(&json!({
@@ -182,6 +209,8 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
         "document_id": document_id,
         "receipt_id": receipt_id,
         "manifests": manifests,
+        "task_id": task_id,
+        "artifact_id": artifact_id,
         "screenshots": shots,
         "chromium": chromium(),
         "axe": axe_core(),
@@ -302,6 +331,22 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
     let (_, v) = call(app.get(&olga, "/v1/skills/invoice-booker/versions/1.1.0"));
     assert_eq!(v["state"], "published");
 
+    // Tasks: the events, the artifact, the continuation preview naming the open item and the
+    // artifact, and the artifact's lines.
+    assert_eq!(st["task_events"], 2);
+    assert_eq!(st["task_artifacts"], 1);
+    let cont = st["continuation"].as_str().unwrap();
+    assert!(
+        cont.contains("second approver for R-88") && cont.contains(&artifact_id),
+        "{cont}"
+    );
+    assert!(
+        st["artifact_lines"]
+            .as_str()
+            .unwrap()
+            .contains("R-88 900 EUR approved")
+    );
+
     // Every page has a heading, and axe-core finds nothing serious or critical at either size.
     let pages = [
         "sign-in",
@@ -322,6 +367,9 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
         "context",
         "context-manifest",
         "context-compare",
+        "tasks",
+        "task",
+        "task-artifact",
         "review-reader",
     ];
     let mut serious = vec![];

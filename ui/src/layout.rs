@@ -17,6 +17,7 @@ pub const NAV: &[(&str, &str)] = &[
     ("/ui/deletions", "Deletions"),
     ("/ui/audit", "Audit"),
     ("/ui/context", "Context"),
+    ("/ui/tasks", "Tasks"),
 ];
 
 fn head(title: &str) -> Markup {

@@ -105,6 +105,12 @@ pub fn router(console: Console) -> Router {
         .route("/ui/context", get(pages::context::list))
         .route("/ui/context/compare", get(pages::context::compare))
         .route("/ui/context/{id}", get(pages::context::manifest))
+        .route("/ui/tasks", get(pages::tasks::list))
+        .route("/ui/tasks/{id}", get(pages::tasks::task))
+        .route(
+            "/ui/tasks/{task}/artifacts/{id}",
+            get(pages::tasks::artifact),
+        )
         .route("/ui/assets/htmx.min.js", get(htmx))
         .route("/ui/assets/console.css", get(css))
         .layer(axum::middleware::map_response(harden))

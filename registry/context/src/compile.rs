@@ -129,12 +129,20 @@ pub struct PackRequest {
     /// Judge validity and freshness at this time (default now).
     #[serde(default)]
     pub as_of: Option<DateTime<Utc>>,
+    /// A task the caller may read: its Continuation Package (goal, next step, latest summary,
+    /// open items, decisions, approvals, artifact references, later events) is drawn as the
+    /// `task` layer, right after the fixed zone, within at most half of what the fixed zone
+    /// leaves. A task the caller may not read answers 404, as a missing one.
+    #[serde(default)]
+    pub task: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LayerName {
     Fixed,
+    /// A task's Continuation Package (`PackRequest::task`).
+    Task,
     WorkingMemory,
     Memory,
     Knowledge,
@@ -494,6 +502,19 @@ impl Builder<'_> {
     }
 }
 
+/// A Continuation Package item's source type as a pack item's (`task_goal`, `task_event`, …).
+fn task_source_type(t: &str) -> &'static str {
+    match t {
+        "goal" => "task_goal",
+        "next_step" => "task_next_step",
+        "summary" => "task_summary",
+        "event" => "task_event",
+        "artifact" => "task_artifact",
+        "memory" => "memory",
+        _ => "task_item",
+    }
+}
+
 /// Which of the caller's path levels a scope key sits at, in words.
 fn scope_basis(p: &Principal, scope_key: &str) -> String {
     let mine = p.scope().path_keys();
@@ -692,6 +713,9 @@ pub(crate) fn build(
         assets: vec![],
     };
     let fixed_tokens = b.fixed_zone(req)?;
+    if let Some(task) = &req.task {
+        b.task_layer(p, task)?;
+    }
     if plan.draws_on(Source::WorkingMemory) {
         b.working_memory_layer(p, req, &plan)?;
     }
@@ -852,6 +876,56 @@ impl Builder<'_> {
             s.tokens += n;
         }
         Ok(fixed_tokens)
+    }
+
+    /// The task layer: the task's Continuation Package within half of what the fixed zone left,
+    /// its goal and acceptance included (the package's own fixed part). When even that does
+    /// not fit the share, the layer is skipped and says so. Its items keep the package's order
+    /// and count as items of this pack (the duplicate check included).
+    fn task_layer(&mut self, p: &Principal, task: &str) -> Result<()> {
+        let share = (self.budget - self.used) / 2;
+        let req = registry_tasks::ContinuationRequest {
+            budget: share.max(1),
+            checkpoint: None,
+        };
+        let package = match self.state.tasks.continuation(p, task, &req) {
+            Ok(c) => c,
+            Err(e) if e.code() == ErrorCode::FixedZoneOverBudget => {
+                self.summary(LayerName::Task).skipped = Some(format!(
+                    "the task's goal and acceptance do not fit its share of {share} tokens"
+                ));
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let view = self.state.tasks.get(p, task)?;
+        for (item, entry) in package.items.iter().zip(&package.manifest.items) {
+            let c = Candidate {
+                layer: LayerName::Task,
+                source_type: task_source_type(&item.source_type),
+                source_id: item
+                    .source_id
+                    .clone()
+                    .map(|s| match item.seq {
+                        Some(seq) if item.source_type == "event" => format!("{task}#{seq}"),
+                        _ => s,
+                    })
+                    .unwrap_or_else(|| task.to_string()),
+                scope: view.scope.clone(),
+                version: view.version.to_string(),
+                trust: None,
+                permission_basis: scope_basis(p, &view.scope),
+                reason: format!("task {task}: {}", entry.selected_reason),
+                dedup_hash: sha256_hex(&item.content),
+                asset_content_hash: None,
+                content: item.content.clone(),
+                transform: Transform::Verbatim,
+                truncatable: false,
+                pre_omit: None,
+            };
+            self.place(c)?;
+        }
+        Ok(())
     }
 
     /// Task working memory: only with a session or task on the caller's path (the layer says

@@ -29,6 +29,8 @@ pub struct ContextService {
     pub(crate) search: HybridSearcher,
     pub(crate) store: Arc<dyn AssetStore>,
     pub(crate) manifests: Arc<dyn ManifestStore>,
+    /// The task layer's source (`PackRequest::task`).
+    pub(crate) tasks: registry_tasks::TaskService,
 }
 
 impl std::fmt::Debug for ContextService {
@@ -45,6 +47,7 @@ impl ContextService {
         search: HybridSearcher,
         store: Arc<dyn AssetStore>,
         manifests: Arc<dyn ManifestStore>,
+        tasks: registry_tasks::TaskService,
     ) -> Self {
         ContextService {
             embedder: search.embedder.clone(),
@@ -54,6 +57,7 @@ impl ContextService {
             search,
             store,
             manifests,
+            tasks,
         }
     }
 

@@ -37,6 +37,9 @@ pub enum AssetKind {
     Summary,
     /// A run of a skill version a harness reported (Observe): scoped, purged with its version.
     SkillRun,
+    /// A harness's long-running task: its goal and status; its event log, artifacts and
+    /// summaries live beside it (`crate::task`) and go with it.
+    Task,
 }
 
 impl AssetKind {
@@ -47,6 +50,7 @@ impl AssetKind {
         AssetKind::SkillVersion,
         AssetKind::Summary,
         AssetKind::SkillRun,
+        AssetKind::Task,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +61,7 @@ impl AssetKind {
             AssetKind::SkillVersion => "skill_version",
             AssetKind::Summary => "summary",
             AssetKind::SkillRun => "skill_run",
+            AssetKind::Task => "task",
         }
     }
 

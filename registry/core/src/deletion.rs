@@ -289,8 +289,14 @@ impl DeletionEngine<'_> {
                 queue.push_back(r.clone());
             }
         }
+        // Blobs an asset produced (a task's artifacts) are reached with it.
+        let mut produced: BTreeMap<AssetId, BTreeSet<String>> = BTreeMap::new();
         while let Some(id) = queue.pop_front() {
             for e in self.store.edges_from(&id)? {
+                if e.child_store == ChildStore::Blobs {
+                    produced.entry(id.clone()).or_default().insert(e.child);
+                    continue;
+                }
                 if e.child_store != ChildStore::Assets || seen.contains_key(&e.child) {
                     continue;
                 }
@@ -313,7 +319,7 @@ impl DeletionEngine<'_> {
                 // Already purged (a rerun) or never existed: nothing to reach.
                 continue;
             };
-            let mut blobs = BTreeSet::new();
+            let mut blobs = produced.remove(&id).unwrap_or_default();
             for v in &history {
                 blobs.extend(blob_digests(v));
             }
@@ -541,8 +547,15 @@ impl DeletionEngine<'_> {
         Ok(())
     }
 
-    /// Whether any stored asset of `kind` (the purged ones are gone already) holds blob `d`.
+    /// Whether any stored asset of `kind` (the purged ones are gone already) holds blob `d`,
+    /// or another asset still produced it (a task's artifact: its edge to the blob).
     fn blob_still_referenced(&self, kind: AssetKind, d: &str) -> CoreResult<bool> {
+        if !self.store.edges_to(d)?.is_empty() {
+            return Ok(true);
+        }
+        if kind == AssetKind::Task {
+            return Ok(false);
+        }
         let all = self.store.find(&crate::store::AssetQuery {
             kind: Some(kind),
             ..Default::default()

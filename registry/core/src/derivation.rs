@@ -22,6 +22,8 @@ pub enum Relation {
     Cites,
     /// A reported run of a skill version (deleted with it).
     RunOf,
+    /// Something a task recorded while it ran (an artifact's blob).
+    Produced,
 }
 
 impl Relation {
@@ -34,6 +36,7 @@ impl Relation {
             Relation::Supersedes => "supersedes",
             Relation::Cites => "cites",
             Relation::RunOf => "run_of",
+            Relation::Produced => "produced",
         }
     }
 
@@ -47,6 +50,7 @@ impl Relation {
             Supersedes,
             Cites,
             RunOf,
+            Produced,
         ]
         .into_iter()
         .find(|r| r.as_str() == s)

@@ -16,6 +16,7 @@ pub mod principal;
 pub mod retrieval;
 pub mod scope;
 pub mod store;
+pub mod task;
 pub mod text;
 pub mod usage;
 pub mod wire;

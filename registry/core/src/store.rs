@@ -271,6 +271,7 @@ pub trait Store:
     + ManifestStore
     + crate::usage::UsageStore
     + crate::feed::FeedStore
+    + crate::task::TaskLogStore
 {
     /// Makes every committed change durable in the main files and drops earlier images of
     /// overwritten pages (after a purge, no deleted byte may survive in a log). Returns whether

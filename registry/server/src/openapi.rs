@@ -121,7 +121,22 @@ fn wire_bodies() -> WireBodies {
         .answer::<feed::WebhookView>("WebhookView")
         .answer::<feed::WebhookCreated>("WebhookCreated")
         .answer::<feed::WebhookList>("WebhookList")
-        .answer::<feed::DeliveryList>("DeliveryList");
+        .answer::<feed::DeliveryList>("DeliveryList")
+        .request::<registry_tasks::CreateTask>("CreateTaskBody")
+        .request::<registry_tasks::UpdateTask>("UpdateTaskBody")
+        .answer::<registry_tasks::TaskView>("TaskAnswer")
+        .answer::<registry_tasks::TaskList>("TaskListAnswer")
+        .request::<registry_tasks::AppendEvents>("AppendBody")
+        .answer::<registry_tasks::AppendOutcome>("AppendAnswer")
+        .answer::<registry_tasks::EventPage>("EventPageAnswer")
+        .answer::<registry_tasks::ArtifactView>("ArtifactAnswer")
+        .answer::<registry_tasks::ArtifactList>("ArtifactListAnswer")
+        .request::<registry_tasks::SummaryRequest>("SummaryBody")
+        .request::<registry_tasks::CheckpointRequest>("CheckpointBody")
+        .answer::<registry_core::task::TaskMark>("MarkAnswer")
+        .answer::<registry_tasks::MarkList>("MarkListAnswer")
+        .request::<registry_tasks::ContinuationRequest>("ContinuationBody")
+        .answer::<registry_tasks::Continuation>("ContinuationAnswer");
     w
 }
 
@@ -278,6 +293,7 @@ pub fn document() -> Value {
         doc.merge(crate::routes::feed::FeedApi::openapi());
         doc.merge(crate::routes::context::ContextApi::openapi());
         doc.merge(crate::routes::retrieve::RetrieveApi::openapi());
+        doc.merge(crate::routes::tasks::TasksApi::openapi());
         doc.info.version = env!("CARGO_PKG_VERSION").to_string();
         let mut doc = serde_json::to_value(doc).expect("the document serializes");
         merge_wire_bodies(&mut doc, wire_bodies());

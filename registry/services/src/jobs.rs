@@ -35,6 +35,9 @@ pub struct RetentionPolicy {
     pub memory_semantic_days: u32,
     pub memory_procedural_days: u32,
     pub document_days: u32,
+    /// Tasks closed (done or failed) this many days ago are purged with their events,
+    /// artifacts and summaries.
+    pub task_days: u32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -346,6 +349,15 @@ impl Services {
                     .entry(r.meta.scope.tenant.clone())
                     .or_default()
                     .push(r.meta.id);
+            }
+        }
+        let task_days = self.options.retention.task_days;
+        if task_days > 0 {
+            let cutoff = now - chrono::Duration::days(i64::from(task_days));
+            for (tenant, id) in self.tasks.closed_before(cutoff, usize::MAX)? {
+                if seen.insert(id.clone()) {
+                    by_tenant.entry(tenant).or_default().push(id);
+                }
             }
         }
         let mut receipts = vec![];

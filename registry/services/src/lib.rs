@@ -67,6 +67,7 @@ pub struct Services {
     pub knowledge: Arc<KnowledgeService>,
     pub skills: SkillsService,
     pub context: registry_context::ContextService,
+    pub tasks: registry_tasks::TaskService,
     pub deletions: Arc<Deletions>,
     pub audit: Arc<audit::AuditService>,
     pub options: Options,
@@ -110,6 +111,12 @@ impl Services {
             b.embedder.clone(),
             deletions.clone(),
         );
+        let tasks = registry_tasks::TaskService::new(
+            b.store.clone(),
+            b.blobs.clone(),
+            b.embedder.clone(),
+            deletions.clone(),
+        );
         let context = registry_context::ContextService::new(
             memory.clone(),
             knowledge.clone(),
@@ -117,6 +124,7 @@ impl Services {
             search.clone(),
             store,
             b.store.clone(),
+            tasks.clone(),
         );
         let audit = Arc::new(audit::AuditService::new(
             b.store.clone(),
@@ -130,6 +138,7 @@ impl Services {
             knowledge,
             skills,
             context,
+            tasks,
             deletions,
             audit,
             options,

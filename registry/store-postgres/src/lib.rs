@@ -7,6 +7,7 @@ mod migrate;
 mod ops;
 mod pool;
 mod store;
+mod tasks;
 pub mod test_support;
 
 pub use blobs::PgBlobStore;

@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0007_key_purposes",
         include_str!("../migrations/0007_key_purposes.sql"),
     ),
+    ("0008_tasks", include_str!("../migrations/0008_tasks.sql")),
     ("0009_feed", include_str!("../migrations/0009_feed.sql")),
     (
         "0011_manifest_assets",

@@ -99,7 +99,7 @@ pub(crate) fn pg(e: postgres::Error) -> CoreError {
 
 /// A unique-key violation on insert is a conflict (a version, key or idempotency record that
 /// exists already); anything else is a backend failure.
-fn conflict(e: postgres::Error) -> CoreError {
+pub(crate) fn conflict(e: postgres::Error) -> CoreError {
     if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
         CoreError::Conflict(describe(&e))
     } else {
@@ -903,6 +903,7 @@ impl AssetStore for PgStore {
                             &[id],
                         )
                         .map_err(pg)?;
+                    crate::tasks::purge_task_rows(db, id)?;
                 }
                 append_audit(db, audit, key.as_ref())?;
                 let logged: Vec<&str> =
@@ -910,7 +911,10 @@ impl AssetStore for PgStore {
                 self.log_changes(db, &logged)?;
                 Ok((counts, current_xid(db)?))
             })?;
-            self.vacuum_after(counts.1, "assets, derivation")?;
+            self.vacuum_after(
+                counts.1,
+                "assets, derivation, task_events, task_artifacts, task_marks",
+            )?;
             Ok(counts.0)
         })
     }

@@ -5,6 +5,7 @@ mod feed;
 mod migrate;
 mod ops;
 mod store;
+mod tasks;
 
 pub use blobs::FsBlobStore;
 pub use migrate::{MIGRATIONS, SCHEMA_VERSION};

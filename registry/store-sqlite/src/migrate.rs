@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
         "0009_key_purposes",
         include_str!("../migrations/0009_key_purposes.sql"),
     ),
+    ("0010_tasks", include_str!("../migrations/0010_tasks.sql")),
     ("0011_feed", include_str!("../migrations/0011_feed.sql")),
     (
         "0013_manifest_assets",

@@ -723,6 +723,7 @@ impl AssetStore for SqliteStore {
                         [id],
                     )
                     .map_err(be)? as u64;
+                crate::tasks::purge_task_rows(tx, id)?;
             }
             append_audit(tx, audit, key.as_ref())?;
             Ok(counts)

@@ -34,6 +34,19 @@ class _Api:
     def __init__(self, http: httpx.Client):
         self._http = http
 
+    def _raise_for(self, r: httpx.Response) -> None:
+        """Raises the error answer ``r`` carries, if it is one."""
+        if r.status_code < 400:
+            return
+        try:
+            data = r.json()
+        except ValueError:
+            raise RegistryError(r.status_code, "BAD_RESPONSE", r.text[:200], None) from None
+        err = data.get("error", {}) if isinstance(data, dict) else {}
+        raise RegistryError(
+            r.status_code, err.get("code", "UNKNOWN"), err.get("message", ""), err.get("details")
+        )
+
     def _call(
         self,
         method: str,
@@ -204,6 +217,122 @@ class Context(_Api):
         return self._call("POST", f"/v1/context/{_seg(pack_id)}/replay", m.Replay)
 
 
+class Tasks(_Api):
+    """The working layer: tasks, their append-only event log, artifacts read by range,
+    compaction summaries, checkpoints and the Continuation Package."""
+
+    def create(self, request: Optional[m.CreateTask] = None, **fields: Any) -> m.TaskView:
+        """``POST /v1/tasks``."""
+        req = request or m.CreateTask(**fields)
+        return self._call("POST", "/v1/tasks", m.TaskView, req)
+
+    def get(self, task_id: str) -> m.TaskView:
+        """``GET /v1/tasks/{id}``."""
+        return self._call("GET", f"/v1/tasks/{_seg(task_id)}", m.TaskView)
+
+    def list(self, *, limit: Optional[int] = None) -> m.TaskList:
+        """``GET /v1/tasks``."""
+        return self._call("GET", "/v1/tasks", m.TaskList, params={"limit": limit})
+
+    def update(self, task_id: str, version: int, **fields: Any) -> m.TaskView:
+        """``PATCH /v1/tasks/{id}`` from the head ``version`` read (another: ``CONFLICT``)."""
+        req = m.UpdateTask(version=version, **fields)
+        return self._call("PATCH", f"/v1/tasks/{_seg(task_id)}", m.TaskView, req)
+
+    def delete(self, task_id: str, *, reason: Optional[str] = None) -> m.Receipt:
+        """``DELETE /v1/tasks/{id}``: events, artifacts and summaries purged, with the receipt."""
+        return self._call(
+            "DELETE", f"/v1/tasks/{_seg(task_id)}", m.Receipt, params={"reason": reason}
+        )
+
+    def append(
+        self, task_id: str, events: list[Union[m.EventInput, dict[str, Any]]]
+    ) -> m.AppendOutcome:
+        """``POST /v1/tasks/{id}/events``: an event id appended before counts once."""
+        req = m.AppendEvents(
+            events=[e if isinstance(e, m.EventInput) else m.EventInput(**e) for e in events]
+        )
+        return self._call("POST", f"/v1/tasks/{_seg(task_id)}/events", m.AppendOutcome, req)
+
+    def events(
+        self, task_id: str, *, after: int = 0, limit: Optional[int] = None
+    ) -> m.EventPage:
+        """``GET /v1/tasks/{id}/events?after=&limit=``."""
+        return self._call(
+            "GET",
+            f"/v1/tasks/{_seg(task_id)}/events",
+            m.EventPage,
+            params={"after": after, "limit": limit},
+        )
+
+    def put_artifact(
+        self,
+        task_id: str,
+        name: str,
+        data: bytes,
+        *,
+        media_type: str = "application/octet-stream",
+        summary: Optional[str] = None,
+    ) -> m.ArtifactView:
+        """``PUT /v1/tasks/{id}/artifacts/{name}`` with the raw bytes."""
+        r = self._http.put(
+            f"/v1/tasks/{_seg(task_id)}/artifacts/{_seg(name)}",
+            content=data,
+            headers={"Content-Type": media_type},
+            params={"summary": summary} if summary is not None else None,
+        )
+        self._raise_for(r)
+        return m.ArtifactView.model_validate(r.json())
+
+    def artifacts(self, task_id: str) -> m.ArtifactList:
+        """``GET /v1/tasks/{id}/artifacts``."""
+        return self._call("GET", f"/v1/tasks/{_seg(task_id)}/artifacts", m.ArtifactList)
+
+    def read_range(
+        self,
+        artifact_id: str,
+        *,
+        offset: Optional[int] = None,
+        length: Optional[int] = None,
+        line: Optional[int] = None,
+        lines: Optional[int] = None,
+    ) -> bytes:
+        """``GET /v1/artifacts/{id}``: exactly the bytes ``offset .. offset + length``, or
+        exactly the lines ``line ..`` (counted from 1, each with its line feed)."""
+        params = {"offset": offset, "length": length, "line": line, "lines": lines}
+        r = self._http.get(
+            f"/v1/artifacts/{_seg(artifact_id)}",
+            params={k: v for k, v in params.items() if v is not None},
+        )
+        self._raise_for(r)
+        return r.content
+
+    def summarize(self, task_id: str, from_seq: int, to_seq: int, content: str) -> m.TaskMark:
+        """``POST /v1/tasks/{id}/summaries``: the range is checked, its hash recorded."""
+        req = m.SummaryRequest(from_seq=from_seq, to_seq=to_seq, content=content)
+        return self._call("POST", f"/v1/tasks/{_seg(task_id)}/summaries", m.TaskMark, req)
+
+    def checkpoint(
+        self, task_id: str, *, seq: Optional[int] = None, label: Optional[str] = None
+    ) -> m.TaskMark:
+        """``POST /v1/tasks/{id}/checkpoints`` (default: the last event)."""
+        req = m.CheckpointRequest(seq=seq, label=label)
+        return self._call("POST", f"/v1/tasks/{_seg(task_id)}/checkpoints", m.TaskMark, req)
+
+    def marks(self, task_id: str) -> m.MarkList:
+        """``GET /v1/tasks/{id}/marks``."""
+        return self._call("GET", f"/v1/tasks/{_seg(task_id)}/marks", m.MarkList)
+
+    def continuation(
+        self, task_id: str, budget: int, *, checkpoint: Optional[str] = None
+    ) -> m.Continuation:
+        """``POST /v1/tasks/{id}/continuation``: deterministic, within ``budget`` tokens."""
+        req = m.ContinuationRequest(budget=budget, checkpoint=checkpoint)
+        return self._call(
+            "POST", f"/v1/tasks/{_seg(task_id)}/continuation", m.Continuation, req
+        )
+
+
 class Registry:
     """A client bound to one server and one API key.
 
@@ -239,6 +368,7 @@ class Registry:
         self.skills = Skills(self._http)
         self.context = Context(self._http)
         self.assets = Assets(self._http)
+        self.tasks = Tasks(self._http)
 
     def close(self) -> None:
         self._http.close()

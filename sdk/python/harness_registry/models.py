@@ -473,6 +473,7 @@ class PackRequest(Request):
     min_score: Optional[float] = None
     allow_stale: Optional[bool] = None
     as_of: Optional[datetime] = None
+    task: Optional[str] = None
 
 
 class PackItem(Answer):
@@ -662,6 +663,247 @@ class DraftAnswer(Answer):
     evidence: list[DraftEvidence]
 
 
+# --- tasks (the working layer) -------------------------------------------------------------
+
+TaskStatus = Literal["open", "paused", "done", "failed"]
+EventType = Literal[
+    "user_message",
+    "decision",
+    "tool_call",
+    "tool_result",
+    "error",
+    "note",
+    "open_item",
+    "resolved_item",
+    "approval",
+    "plan",
+]
+
+
+class CreateTask(Request):
+    """OpenAPI ``CreateTask`` (``POST /v1/tasks``)."""
+
+    goal: str
+    acceptance: Optional[str] = None
+    project: Optional[str] = None
+    session: Optional[str] = None
+    sensitivity: Optional[Sensitivity] = None
+
+
+class UpdateTask(Request):
+    """OpenAPI ``UpdateTask`` (``PATCH /v1/tasks/{id}``): from the head ``version`` read."""
+
+    version: int
+    status: Optional[TaskStatus] = None
+    next_step: Optional[str] = None
+
+
+class TaskView(Answer):
+    """OpenAPI ``TaskView``."""
+
+    id: str
+    version: int
+    status: TaskStatus
+    goal: str
+    acceptance: Optional[str] = None
+    next_step: Optional[str] = None
+    scope: str
+    owner: str
+    sensitivity: Sensitivity
+    created_at: datetime
+    updated_at: datetime
+    closed_at: Optional[datetime] = None
+    last_seq: int
+    content_hash: str
+
+
+class TaskList(Answer):
+    """OpenAPI ``TaskList``."""
+
+    tasks: list[TaskView]
+
+
+class EventInput(Request):
+    """OpenAPI ``EventInput``: one event to append (``id`` is the client's, idempotent)."""
+
+    id: str
+    event_type: EventType = Field(alias="type")
+    actor: str
+    content: str
+    artifact: Optional[str] = None
+    caused_by: Optional[str] = None
+
+
+class AppendEvents(Request):
+    """OpenAPI ``AppendEvents`` (``POST /v1/tasks/{id}/events``)."""
+
+    events: list[EventInput]
+
+
+class AppendedEvent(Answer):
+    """OpenAPI ``AppendedEvent``."""
+
+    id: str
+    seq: int
+    duplicate: bool
+
+
+class AppendOutcome(Answer):
+    """OpenAPI ``AppendOutcome``."""
+
+    events: list[AppendedEvent]
+    appended: int
+    duplicates: int
+    last_seq: int
+
+
+class TaskEvent(Answer):
+    """OpenAPI ``TaskEvent``: a stored event."""
+
+    seq: int
+    id: str
+    event_type: EventType = Field(alias="type")
+    actor: str
+    at: datetime
+    content: str
+    artifact: Optional[str] = None
+    caused_by: Optional[str] = None
+    flags: Optional[list[str]] = None
+    content_hash: str
+
+
+class EventPage(Answer):
+    """OpenAPI ``EventPage``: ``next`` is the ``after`` of the next page."""
+
+    events: list[TaskEvent]
+    next: Optional[int] = None
+
+
+class ArtifactView(Answer):
+    """OpenAPI ``ArtifactView``."""
+
+    id: str
+    task: str
+    name: str
+    digest: str
+    size: int
+    lines: int
+    media_type: str
+    summary: Optional[str] = None
+    created_at: datetime
+
+
+class ArtifactList(Answer):
+    """OpenAPI ``ArtifactList``."""
+
+    artifacts: list[ArtifactView]
+
+
+class SummaryRequest(Request):
+    """OpenAPI ``SummaryRequest`` (``POST /v1/tasks/{id}/summaries``)."""
+
+    from_seq: int
+    to_seq: int
+    content: str
+
+
+class CheckpointRequest(Request):
+    """OpenAPI ``CheckpointRequest`` (``POST /v1/tasks/{id}/checkpoints``)."""
+
+    seq: Optional[int] = None
+    label: Optional[str] = None
+
+
+class TaskMark(Answer):
+    """OpenAPI ``TaskMark``: a compaction summary or a checkpoint."""
+
+    id: str
+    kind: Literal["summary", "checkpoint"]
+    from_seq: int
+    to_seq: int
+    covered_hash: str
+    content: str
+    created_at: datetime
+
+
+class MarkList(Answer):
+    """OpenAPI ``MarkList``."""
+
+    marks: list[TaskMark]
+
+
+class ContinuationRequest(Request):
+    """OpenAPI ``ContinuationRequest`` (``POST /v1/tasks/{id}/continuation``)."""
+
+    budget: int
+    checkpoint: Optional[str] = None
+
+
+class ContinuationItem(Answer):
+    """OpenAPI ``ContinuationItem``."""
+
+    section: str
+    source_type: str
+    source_id: Optional[str] = None
+    seq: Optional[int] = None
+    content: str
+    tokens: int
+
+
+class ContinuationEntry(Answer):
+    """OpenAPI ``ContinuationEntry``: the manifest's account of an included item."""
+
+    position: int
+    section: str
+    source_type: str
+    source_id: Optional[str] = None
+    seq: Optional[int] = None
+    tokens: int
+    content_hash: str
+    selected_reason: str
+
+
+class ContinuationOmission(Answer):
+    """OpenAPI ``ContinuationOmission``."""
+
+    section: str
+    source_type: str
+    source_id: Optional[str] = None
+    seq: Optional[int] = None
+    reason: str
+    tokens: Optional[int] = None
+    content_hash: str
+
+
+class ContinuationManifest(Answer):
+    """OpenAPI ``ContinuationManifest``: ids, hashes and counts, never content."""
+
+    id: str
+    task: str
+    task_version: int
+    through_seq: int
+    checkpoint: Optional[str] = None
+    summary: Optional[str] = None
+    budget: int
+    fixed_tokens: int
+    used_tokens: int
+    tokenizer: str
+    items: list[ContinuationEntry]
+    omitted: list[ContinuationOmission]
+
+
+class Continuation(Answer):
+    """OpenAPI ``Continuation``: the Continuation Package."""
+
+    id: str
+    task: str
+    budget: int
+    used_tokens: int
+    text: str
+    items: list[ContinuationItem]
+    manifest: ContinuationManifest
+
+
 # Every model and the OpenAPI component it mirrors (the tests walk this table).
 SCHEMAS: dict[type[BaseModel], str] = {
     Scope: "Scope",
@@ -716,4 +958,26 @@ SCHEMAS: dict[type[BaseModel], str] = {
     DraftFromMemoryRequest: "DraftFromMemoryRequest",
     DraftEvidence: "DraftEvidence",
     DraftAnswer: "DraftAnswer",
+    CreateTask: "CreateTask",
+    UpdateTask: "UpdateTask",
+    TaskView: "TaskView",
+    TaskList: "TaskList",
+    EventInput: "EventInput",
+    AppendEvents: "AppendEvents",
+    AppendedEvent: "AppendedEvent",
+    AppendOutcome: "AppendOutcome",
+    TaskEvent: "TaskEvent",
+    EventPage: "EventPage",
+    ArtifactView: "ArtifactView",
+    ArtifactList: "ArtifactList",
+    SummaryRequest: "SummaryRequest",
+    CheckpointRequest: "CheckpointRequest",
+    TaskMark: "TaskMark",
+    MarkList: "MarkList",
+    ContinuationRequest: "ContinuationRequest",
+    ContinuationItem: "ContinuationItem",
+    ContinuationEntry: "ContinuationEntry",
+    ContinuationOmission: "ContinuationOmission",
+    ContinuationManifest: "ContinuationManifest",
+    Continuation: "Continuation",
 }

@@ -225,3 +225,51 @@ def test_a_fact_does_not_become_a_skill(reg):
         reg.skills.draft_from_memory(memory_ids=[w.id], name="staging-facts")
     assert e.value.status == 422 and e.value.code == "MEMORY_NOT_ELIGIBLE"
     assert e.value.details["reason"] == "not_procedural"
+
+
+def test_tasks_events_artifacts_and_continuation(reg, other):
+    marker = uuid.uuid4().hex[:8]
+    task = reg.tasks.create(goal=f"Fix the flaky export job ({marker})", acceptance="green twice")
+    assert task.status == "open" and task.version == 1
+    data = b"".join(f"line {i} of the export log\n".encode() for i in range(1, 2001))
+    art = reg.tasks.put_artifact(task.id, "export.log", data, media_type="text/plain")
+    assert art.size == len(data) and art.lines == 2000 and art.digest.startswith("sha256:")
+    assert reg.tasks.read_range(art.id, offset=5, length=10) == data[5:15]
+    assert reg.tasks.read_range(art.id, line=1000, lines=2) == (
+        b"line 1000 of the export log\nline 1001 of the export log\n"
+    )
+    events = [
+        {"id": "o1", "type": "open_item", "actor": "agent", "content": "Open: retry policy."},
+        {"id": "d1", "type": "decision", "actor": "agent", "content": "Decision: back off."},
+        {"id": "t1", "type": "tool_result", "actor": "job", "content": "log", "artifact": art.id},
+    ]
+    out = reg.tasks.append(task.id, events)
+    assert out.appended == 3 and out.last_seq == 3
+    again = reg.tasks.append(task.id, events[:1])
+    assert again.appended == 0 and again.duplicates == 1 and again.events[0].seq == 1
+    page = reg.tasks.events(task.id, after=1, limit=1)
+    assert [e.seq for e in page.events] == [2] and page.next == 2
+    assert page.events[0].event_type == "decision"
+    mark = reg.tasks.summarize(task.id, 1, 2, "Summary: retry policy open, back off decided.")
+    assert mark.kind == "summary" and len(mark.covered_hash) == 64
+    cont = reg.tasks.continuation(task.id, 2000)
+    assert cont.used_tokens <= 2000 and art.id in cont.text
+    assert "Open: retry policy." in cont.text
+    moved = reg.tasks.update(task.id, task.version, status="done")
+    assert moved.status == "done" and moved.version == 2
+    with pytest.raises(RegistryError) as e:
+        reg.tasks.update(task.id, task.version, status="open")
+    assert e.value.status == 409 and e.value.code == "CONFLICT"
+    for call in (
+        lambda: other.tasks.get(task.id),
+        lambda: other.tasks.read_range(art.id, line=1),
+        lambda: other.tasks.continuation(task.id, 500),
+    ):
+        with pytest.raises(RegistryError) as e:
+            call()
+        assert e.value.status == 404 and e.value.code == "NOT_FOUND"
+    receipt = reg.tasks.delete(task.id)
+    assert receipt.level_reached == "purged"
+    with pytest.raises(RegistryError) as e:
+        reg.tasks.read_range(art.id)
+    assert e.value.code == "NOT_FOUND"

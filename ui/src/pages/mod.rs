@@ -11,6 +11,7 @@ pub mod overview;
 pub mod review;
 pub mod sign_in;
 pub mod skills;
+pub mod tasks;
 
 /// A POSTed form that carries only the CSRF token. A missing field reads as empty, so a forged
 /// POST answers 403 rather than a parse error.

@@ -202,7 +202,58 @@ fn build() -> Vec<Tool> {
             input::<PackRequest>(),
         )
         .with_raw_output_schema(schema_for_output::<Pack>()),
+        Tool::new(
+            "task_append",
+            "Append events to a task's log (append-only; an event id appended before answers \
+             its stored sequence number and counts once). Types: user_message, decision, \
+             tool_call, tool_result, error, note, open_item, resolved_item, approval, plan. \
+             Large results go to an artifact (PUT /v1/tasks/{id}/artifacts/{name}). Same as \
+             POST /v1/tasks/{id}/events.",
+            input::<registry_tasks::TaskAppendArgs>(),
+        )
+        .with_raw_output_schema(schema_for_output::<registry_tasks::AppendOutcome>()),
+        Tool::new(
+            "artifact_read_range",
+            "Read exactly a range of a task's artifact: bytes `offset`..`offset+length`, or \
+             `lines` lines from `line` (counted from 1). The content is UTF-8 text, or base64 \
+             when the bytes are not UTF-8 (`encoding`). Same bytes as GET /v1/artifacts/{id}.",
+            input::<registry_tasks::ReadRange>(),
+        )
+        .with_raw_output_schema(schema_for_output::<registry_tasks::RangeAnswer>())
+        .with_annotations(read_only()),
+        Tool::new(
+            "task_continuation",
+            "Assemble a task's Continuation Package within a token budget: goal and acceptance, \
+             next step, latest summary, open items, decisions, approvals, artifact references, \
+             working memory and the events after the summary, with a manifest. Deterministic. \
+             Same as POST /v1/tasks/{id}/continuation.",
+            input::<registry_tasks::TaskContinuationArgs>(),
+        )
+        .with_raw_output_schema(schema_for_output::<registry_tasks::Continuation>())
+        .with_annotations(read_only()),
     ]
+}
+
+/// A range of an artifact as JSON: text when the bytes are UTF-8, base64 otherwise.
+fn range_answer(r: registry_tasks::RangeBytes) -> registry_tasks::RangeAnswer {
+    use base64::Engine;
+    let length = r.bytes.len() as u64;
+    let (encoding, content) = match String::from_utf8(r.bytes) {
+        Ok(s) => ("utf8", s),
+        Err(e) => (
+            "base64",
+            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+        ),
+    };
+    registry_tasks::RangeAnswer {
+        id: r.artifact.id,
+        digest: r.artifact.digest,
+        size: r.artifact.size,
+        offset: r.offset,
+        length,
+        encoding: encoding.into(),
+        content,
+    }
 }
 
 /// A tool answer: the same JSON as the HTTP API, or its error body.
@@ -303,6 +354,24 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
             let req: PackRequest = parse(args)?;
             let pack: Pack = s.services.context.compile(p, &req)?;
             to_value(&pack)
+        }
+        "task_append" => {
+            let a: registry_tasks::TaskAppendArgs = parse(args)?;
+            let req = registry_tasks::AppendEvents { events: a.events };
+            to_value(&s.services.tasks.append(p, &a.task, req)?)
+        }
+        "artifact_read_range" => {
+            let a: registry_tasks::ReadRange = parse(args)?;
+            let r = s.services.tasks.read_range(p, &a.id, &a.range())?;
+            to_value(&range_answer(r))
+        }
+        "task_continuation" => {
+            let a: registry_tasks::TaskContinuationArgs = parse(args)?;
+            let req = registry_tasks::ContinuationRequest {
+                budget: a.budget,
+                checkpoint: a.checkpoint,
+            };
+            to_value(&s.services.tasks.continuation(p, &a.task, &req)?)
         }
         other => Err(ApiError::not_found(format!("no tool {other}"))),
     }

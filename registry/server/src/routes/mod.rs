@@ -13,6 +13,7 @@ pub mod retrieve;
 pub mod skill_proof;
 pub mod skills;
 pub mod system;
+pub mod tasks;
 
 #[cfg(test)]
 mod tests {

@@ -151,7 +151,7 @@ pub struct PublishParams {
     pub version: Option<String>,
 }
 
-fn body_bytes(b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+pub(crate) fn body_bytes(b: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
     b.map_err(|rej| {
         if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
