@@ -423,7 +423,10 @@ impl KnowledgeService {
         }
         let content_hash = sha256_hex(&content);
         // Counted before trimming, as the document's `maxLength` counts.
-        let source_version = match req.version.map(|v| (v.chars().count(), v.trim().to_string())) {
+        let source_version = match req
+            .version
+            .map(|v| (v.chars().count(), v.trim().to_string()))
+        {
             Some((n, v)) if v.is_empty() || n > 128 => {
                 return Err(Error::validation(
                     "version",

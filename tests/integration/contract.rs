@@ -361,7 +361,9 @@ fn schemathesis_finds_nothing() {
         .with_test_writer()
         .with_env_filter("warn")
         .try_init();
-    let app = TestApp::start();
+    // A feed stream ends after two seconds (the client reconnects), so that schemathesis, which
+    // reads a whole answer, reads the stream's events and goes on.
+    let app = TestApp::start_with(|c| c.webhooks.max_stream_secs = 2);
     let admin = app.key("acme", "ann", &["writer", "reviewer", "admin"], &[]);
     // Something to find, so that reads answer with bodies and not only 404s.
     let (s, b) = call(app.post(

@@ -563,3 +563,88 @@ fn on_two_nodes_over_postgres_a_webhook_fires_once() {
         "both nodes sign with one secret"
     );
 }
+
+#[test]
+fn a_task_status_move_reaches_the_feed_of_those_who_may_see_the_task_only() {
+    use registry_core::feed::FeedKind;
+    use registry_core::principal::{Principal, Role};
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let (s, t) = call(app.post(&ann, "/v1/tasks", &json!({"goal": "ship the export"})));
+    assert_eq!(s, 201, "{t}");
+    let id = t["id"].as_str().unwrap().to_string();
+    let (s, t2) = call(
+        app.client
+            .patch(app.url(&format!("/v1/tasks/{id}")))
+            .bearer_auth(&ann.secret)
+            .json(&json!({"version": 1, "status": "done"})),
+    );
+    assert_eq!(s, 200, "{t2}");
+    // The feed as each would read it (the function `/v1/events` and the webhooks read).
+    let seen = |tenant: &str, user: &str| -> Vec<registry_core::feed::FeedEvent> {
+        let mut p = Principal::new(tenant, user);
+        p.roles = vec![Role::Writer];
+        app.state
+            .services
+            .feed()
+            .read(&p, 0, Some(&[FeedKind::TaskStatus]))
+            .unwrap()
+            .events
+    };
+    let mine = seen("acme", "ann");
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0].kind, FeedKind::TaskStatus);
+    assert_eq!(mine[0].asset_id.as_deref(), Some(id.as_str()));
+    assert_eq!(mine[0].asset_kind, Some(registry_core::AssetKind::Task));
+    assert_eq!(mine[0].after_hash.as_deref(), t2["content_hash"].as_str());
+    // Ann's task is hers: a colleague and another tenant see no event of it.
+    assert!(seen("acme", "bob").is_empty());
+    assert!(seen("globex", "ann").is_empty());
+}
+
+#[test]
+fn an_event_stream_ends_after_its_lifetime_and_resumes_where_it_left() {
+    let app = TestApp::start_with(|c| {
+        feed_config(c);
+        c.webhooks.max_stream_secs = 1;
+    });
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    write_memory(
+        &app,
+        &ann,
+        json!({"class": "semantic", "content": "Ann takes the 8:10 train.", "scope": "user"}),
+    );
+    // The whole answer arrives: the stream ends by itself after a second.
+    let t = Instant::now();
+    let resp = app.get(&ann, "/v1/events?after=0").send().unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let text = resp.text().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert!(text.contains("event: memory.written"), "{text}");
+    let last: u64 = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .last()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Reconnecting with Last-Event-ID sends only what came after it.
+    write_memory(
+        &app,
+        &ann,
+        json!({"class": "semantic", "content": "Ann's badge is number 4711.", "scope": "user"}),
+    );
+    let text = app
+        .get(&ann, "/v1/events")
+        .header("Last-Event-ID", last.to_string())
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let ids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert!(!ids.is_empty() && ids.iter().all(|i| *i > last), "{text}");
+}

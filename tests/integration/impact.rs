@@ -8,7 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::skills::{pass_all, vpath};
+use crate::skills::{record_test_evidence, vpath};
 
 const TRAVEL_V1: &str = "# Travel\n\nFlights under six hours are booked in economy class. \
     The traveller books through the company portal and attaches the receipt to the expense \
@@ -145,7 +145,7 @@ fn replay_after_a_document_changes_names_exactly_the_changed_items() {
             .any(|d| d["relation"] == "chunk_of" && d["kind"] == "chunk"),
         "{i}"
     );
-    // The runs seam answers none until reported runs are wired in.
+    // Only a skill version is run: a document's impact lists no runs.
     assert_eq!(i["runs"], json!([]));
     // A bad limit is refused with the field.
     let (s, e) = call(app.get(&ann, &format!("/v1/assets/{travel_id}/impact?limit=101")));
@@ -318,13 +318,9 @@ fn a_procedural_memory_becomes_a_draft_that_passes_the_whole_lifecycle() {
     assert_eq!(citing[0]["relation"], "cites");
     assert_eq!(citing[0]["skill"], "rotate-staging-password@0.1.0");
 
-    // Test, review by another key, promote.
-    let (s, b) = call(app.post(
-        &ann,
-        &vpath("rotate-staging-password", "0.1.0", "test-results"),
-        &pass_all(v),
-    ));
-    assert_eq!(s, 200, "{b}");
+    // Test evidence from a tester beside the author (or a reviewer's waiver), review by
+    // another key, promote.
+    record_test_evidence(&app, &ann, &rita, v, &|r| r);
     let (s, b) = call(app.post(
         &rita,
         &vpath("rotate-staging-password", "0.1.0", "review"),
@@ -338,6 +334,26 @@ fn a_procedural_memory_becomes_a_draft_that_passes_the_whole_lifecycle() {
     ));
     assert_eq!(s, 200, "{b}");
     assert_eq!(b["state"], "published");
+
+    // A harness reports a run of the release: the version's impact lists it; another
+    // tenant's key cannot see the version at all.
+    let (s, r) = call(app.post(
+        &ann,
+        &vpath("rotate-staging-password", "0.1.0", "runs"),
+        &json!({"run_id": "run-1", "digest": v["digest"], "outcome": "failure", "duration_ms": 40}),
+    ));
+    assert_eq!(s, 200, "{r}");
+    let vid = v["id"].as_str().unwrap();
+    let (s, i) = impact(&app, &ann, vid);
+    assert_eq!(s, 200, "{i}");
+    assert_eq!(i["asset"]["skill"], "rotate-staging-password@0.1.0");
+    let runs = i["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{i}");
+    assert_eq!(runs[0]["run_id"], "run-1");
+    assert_eq!(runs[0]["outcome"], "failure");
+    assert_eq!(runs[0]["digest"], v["digest"]);
+    let gus = app.key("globex", "gus", &["writer"], &[]);
+    assert_error(impact(&app, &gus, vid), 404, "NOT_FOUND");
 }
 
 #[test]

@@ -190,12 +190,15 @@ fn a_failing_version_is_not_promoted_and_only_a_failing_scan_can_be_overridden()
     let (bytes, _) = pack(&malicious_skill(tmp.path()));
     let (_, v) = publish(&app, &ann, &bytes, None);
     test_and_check(&app, &ann, &v);
-    // Unapproved, promote answers the lifecycle's refusal; the scan blocks approval itself.
-    assert_error(
+    // Promotion is refused with the scan's code and its findings, before the state machine
+    // (the scan blocks approval too).
+    let e = assert_error(
         call(app.post(&ann, &vpath("ledger-sync", "1.0.0", "promote"), &json!({}))),
         409,
-        "INVALID_TRANSITION",
+        "SCAN_FAILED",
     );
+    let listed = e["error"]["details"]["findings"].as_array().unwrap();
+    assert!(listed.iter().any(|f| f["rule"] == "script.exfil"), "{e}");
     // A version whose scan passed has nothing to override.
     let ops = app.key_with("acme", "ops", &["admin"], |c| c.platform = true);
     let clean = make_skill(

@@ -922,6 +922,10 @@ impl Builder<'_> {
                 transform: Transform::Verbatim,
                 truncatable: false,
                 pre_omit: None,
+                // Every item of the package stands for the task (its events and marks are
+                // not assets of their own): the task's impact lists this manifest.
+                parent_id: Some(task.to_string()),
+                asset_ids: vec![task.to_string()],
             };
             self.place(c)?;
         }

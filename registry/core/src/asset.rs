@@ -43,7 +43,7 @@ pub enum AssetKind {
 }
 
 impl AssetKind {
-    pub const ALL: [AssetKind; 6] = [
+    pub const ALL: [AssetKind; 7] = [
         AssetKind::Memory,
         AssetKind::Document,
         AssetKind::Chunk,

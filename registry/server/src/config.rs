@@ -110,6 +110,10 @@ pub struct WebhooksConfig {
     pub concurrency: usize,
     /// Open `/v1/events` streams one API key may hold at once.
     pub max_streams_per_key: usize,
+    /// How long one `/v1/events` stream stays open, in seconds (1..=86,400): it then ends and
+    /// the client reconnects with `Last-Event-ID`, so no stream holds a node for ever and a
+    /// reconnect may land on another node.
+    pub max_stream_secs: u64,
 }
 
 impl Default for WebhooksConfig {
@@ -124,6 +128,7 @@ impl Default for WebhooksConfig {
             max_backoff_secs: 3600,
             concurrency: 4,
             max_streams_per_key: 4,
+            max_stream_secs: 300,
         }
     }
 }
@@ -414,6 +419,9 @@ impl Config {
                 "webhooks",
                 "concurrency must be 1..64 and max_attempts 1..20".into(),
             );
+        }
+        if !(1..=86_400).contains(&w.max_stream_secs) {
+            return bad("webhooks", "max_stream_secs must be 1..86400".into());
         }
         if !(1..=300).contains(&w.timeout_secs) || w.poll_interval_ms == 0 {
             return bad(

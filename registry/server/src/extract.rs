@@ -348,6 +348,35 @@ pub fn principal_for_key_hash(
 }
 /// A count parameter (`limit`, `k`) within its documented bound: absent gives the default, 0
 /// gives 1, above `max` is refused (422, naming the field), as the contract's `maximum` says.
+/// As [`bounded`], for a parameter documented with `minimum: 1`: 0 is refused.
+pub fn positive(
+    field: &str,
+    value: Option<u64>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
+    if value == Some(0) {
+        return Err(ApiError::validation(format!("{field} must be at least 1"))
+            .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" })));
+    }
+    bounded(field, value, default, max)
+}
+
+/// The largest sequence number a client may name (`after`, `Last-Event-ID`): 2^53 − 1, the
+/// largest integer every JSON reader holds exactly; the stores keep sequence numbers as i64.
+pub const MAX_SEQ: u64 = (1 << 53) - 1;
+
+/// A client's sequence number, refused above [`MAX_SEQ`].
+pub fn seq(field: &str, value: Option<u64>) -> Result<Option<u64>, ApiError> {
+    match value {
+        Some(v) if v > MAX_SEQ => Err(ApiError::validation(format!(
+            "{field} must be at most {MAX_SEQ}"
+        ))
+        .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" }))),
+        v => Ok(v),
+    }
+}
+
 pub fn bounded(
     field: &str,
     value: Option<u64>,

@@ -117,6 +117,7 @@ fn wire_bodies() -> WireBodies {
         .answer::<registry_core::audit::AuditEvent>("AuditEvent")
         .answer::<skills_sdk::ScanReport>("ScanReport")
         .answer::<feed::FeedEventBody>("FeedEventBody")
+        .answer::<feed::FeedSseEvent>("FeedSseEvent")
         .request::<feed::WebhookCreate>("WebhookCreate")
         .answer::<feed::WebhookView>("WebhookView")
         .answer::<feed::WebhookCreated>("WebhookCreated")

@@ -347,6 +347,96 @@ pub fn redeliver(store: &dyn Store, p: &Principal, id: &str, delivery: &str) -> 
     }
 }
 
+/// The feed as the doors call it (`Services::feed`): each operation above on this registry's
+/// store and audit key, so that a route or MCP tool never holds the store itself.
+pub struct FeedDoor<'a> {
+    store: &'a dyn Store,
+    audit_key: &'a AuditKey,
+}
+
+impl crate::Services {
+    pub fn feed(&self) -> FeedDoor<'_> {
+        FeedDoor {
+            store: self.backends.store.as_ref(),
+            audit_key: &self.options.audit_key,
+        }
+    }
+}
+
+impl FeedDoor<'_> {
+    /// The newest event's position: a reader that names no start begins after it.
+    pub fn head(&self) -> CoreResult<u64> {
+        self.store.feed_head()
+    }
+
+    /// Whether the API key with this hash exists and is not revoked (an open stream stops
+    /// when it is).
+    pub fn key_is_live(&self, key_hash: &str) -> CoreResult<bool> {
+        Ok(self
+            .store
+            .find_key(key_hash)?
+            .is_some_and(|k| k.revoked_at.is_none()))
+    }
+
+    pub fn read(
+        &self,
+        p: &Principal,
+        after: u64,
+        kinds: Option<&[FeedKind]>,
+    ) -> CoreResult<FeedPage> {
+        read(self.store, p, after, kinds)
+    }
+
+    /// Registers a webhook for the key with this hash (which must exist): deliveries carry
+    /// what that key may see. Answers the webhook and its signing secret (shown once).
+    pub fn create_webhook(
+        &self,
+        p: &Principal,
+        key_hash: &str,
+        url: String,
+        events: Vec<FeedKind>,
+    ) -> CoreResult<(WebhookRecord, String)> {
+        let key = self
+            .store
+            .find_key(key_hash)?
+            .ok_or_else(|| CoreError::Coded {
+                code: registry_core::ErrorCode::Unauthenticated,
+                message: "a valid API key is required: Authorization: Bearer <key>".into(),
+                details: serde_json::Value::Null,
+            })?;
+        create_webhook(
+            self.store,
+            self.audit_key,
+            p,
+            NewWebhook {
+                url,
+                events,
+                key_id: key.id,
+            },
+        )
+    }
+
+    pub fn get_webhook(&self, p: &Principal, id: &str) -> CoreResult<WebhookRecord> {
+        get_webhook(self.store, p, id)
+    }
+
+    pub fn list_webhooks(&self, p: &Principal) -> CoreResult<Vec<WebhookRecord>> {
+        list_webhooks(self.store, p)
+    }
+
+    pub fn delete_webhook(&self, p: &Principal, id: &str) -> CoreResult<()> {
+        delete_webhook(self.store, p, id)
+    }
+
+    pub fn dead_letters(&self, p: &Principal, id: &str, limit: usize) -> CoreResult<Vec<Delivery>> {
+        dead_letters(self.store, p, id, limit)
+    }
+
+    pub fn redeliver(&self, p: &Principal, id: &str, delivery: &str) -> CoreResult<()> {
+        redeliver(self.store, p, id, delivery)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,8 @@ pub const DEFAULT_IMPACT_MANIFESTS: usize = 20;
 /// Most citing and derived assets one answer lists (a document's chunks, say); `truncated`
 /// says when there were more.
 pub const MAX_IMPACT_LINKS: usize = 500;
+/// Most runs one answer lists, newest first (`truncated` says when there were more).
+pub const MAX_IMPACT_RUNS: usize = 100;
 
 /// The asset whose impact is shown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -92,9 +94,10 @@ pub struct Impact {
     pub citing: Vec<LinkedAsset>,
     /// Assets derived from it (a document's chunks, the evidence search serves; summaries).
     pub derived: Vec<LinkedAsset>,
-    /// Harness runs that loaded it.
+    /// Harness runs reported of it (a skill version), newest first, as the caller may see them.
     pub runs: Vec<RunUse>,
-    /// More citing or derived assets than [`MAX_IMPACT_LINKS`] exist.
+    /// More citing or derived assets than [`MAX_IMPACT_LINKS`], or more runs than
+    /// [`MAX_IMPACT_RUNS`], exist.
     pub truncated: bool,
 }
 
@@ -142,6 +145,7 @@ impl Services {
             .map(|(m, replayable)| manifest_use(m, replayable, id, skill.as_deref()))
             .collect();
         let (citing, derived, truncated) = self.linked(p, id)?;
+        let (runs, more_runs) = self.runs_that_loaded(p, &rec)?;
         Ok(Impact {
             asset: ImpactSubject {
                 id: rec.meta.id.clone(),
@@ -154,17 +158,36 @@ impl Services {
             manifests: ManifestsImpact { total, recent },
             citing,
             derived,
-            runs: self.runs_that_loaded(p, id)?,
-            truncated,
+            runs,
+            truncated: truncated || more_runs,
         })
     }
 
-    /// The runs that loaded asset `id` and that `p` may see. The seam for the runs harnesses
-    /// report after Publish (issue 32 item 3, built beside this): until they are merged there
-    /// are none to show, so this answers an empty list; wire it to the run store's lookup by
-    /// the version's id (or digest), filtered by the same visibility rule.
-    pub fn runs_that_loaded(&self, _p: &Principal, _id: &str) -> Result<Vec<RunUse>> {
-        Ok(vec![])
+    /// The runs harnesses reported of asset `id` (a skill version) that `p` may see, newest
+    /// first, at most `MAX_IMPACT_RUNS`, and whether there were more. Another asset kind has
+    /// no runs.
+    pub fn runs_that_loaded(
+        &self,
+        p: &Principal,
+        rec: &AssetRecord,
+    ) -> Result<(Vec<RunUse>, bool)> {
+        if rec.meta.kind != AssetKind::SkillVersion {
+            return Ok((vec![], false));
+        }
+        let (runs, more) = self.skills.recent_runs(p, &rec.meta.id, MAX_IMPACT_RUNS)?;
+        let runs = runs
+            .into_iter()
+            .map(|r| RunUse {
+                run_id: r.run_id,
+                digest: r.digest,
+                outcome: serde_json::to_value(r.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                at: r.at,
+            })
+            .collect();
+        Ok((runs, more))
     }
 
     /// The assets linked to `id` by its outgoing edges that `p` may see: citing ones (`cites`)

@@ -283,8 +283,8 @@ fn publish_test_review_promote_lock_and_install_with_the_binary() {
     assert!(out.contains("1.0.0"), "{out}");
 }
 
-/// publish → test → review, without promoting.
-fn approve_dir(srv: &Server, ann: &str, rita: &str, cwd: &Path, dir: &Path, version: &str) {
+/// publish → test (by the tester `tess`) → review, without promoting.
+fn approve_dir(srv: &Server, [ann, tess, rita]: [&str; 3], cwd: &Path, dir: &Path, version: &str) {
     ok(&skillctl(
         srv,
         ann,
@@ -293,7 +293,7 @@ fn approve_dir(srv: &Server, ann: &str, rita: &str, cwd: &Path, dir: &Path, vers
     ));
     ok(&skillctl(
         srv,
-        ann,
+        tess,
         cwd,
         &["test", "book-invoices", version],
     ));
@@ -310,10 +310,11 @@ fn promote_prints_the_impact_and_asks_before_replacing_a_release() {
     let srv = Server::start();
     let ann = srv.key("acme", "ann", &["writer"]);
     let rita = srv.key("acme", "rita", &["reviewer"]);
+    let tess = srv.key("acme", "tess", &["tester"]);
     let tmp = tempfile::tempdir().unwrap();
     let cwd = tmp.path();
     let dir = write_skill(&cwd.join("1.0.0"), "book-invoices", "1.0.0", TESTS);
-    release_dir(&srv, &ann, &rita, cwd, &dir, "1.0.0");
+    release_dir(&srv, [&ann, &tess, &rita], cwd, &dir, "1.0.0");
     // A harness compiled a pack that offered the release.
     let client = skillctl::Client::new(&srv.base, &ann).unwrap();
     let pack = client
@@ -334,7 +335,7 @@ fn promote_prints_the_impact_and_asks_before_replacing_a_release() {
     );
 
     let dir = write_skill(&cwd.join("1.1.0"), "book-invoices", "1.1.0", TESTS);
-    approve_dir(&srv, &ann, &rita, cwd, &dir, "1.1.0");
+    approve_dir(&srv, [&ann, &tess, &rita], cwd, &dir, "1.1.0");
     // No terminal and no --yes: the impact is printed, then a refusal with its code; nothing
     // is promoted and nothing waits for input.
     let o = skillctl(&srv, &ann, cwd, &["promote", "book-invoices", "1.1.0"]);

@@ -448,7 +448,7 @@ pub(crate) fn report(
         lookup_key: Some(lookup_key(&l.rec.meta.id)),
         body: serde_json::to_value(&body).map_err(Error::internal)?,
     };
-    s.store.commit(vec![
+    let mut ops = vec![
         WriteOp::PutVersion(Box::new(rec.clone())),
         WriteOp::AddEdge(DerivationEdge {
             parent: l.rec.meta.id.clone(),
@@ -456,15 +456,30 @@ pub(crate) fn report(
             relation: Relation::RunOf,
             child_store: ChildStore::Assets,
         }),
-        WriteOp::Audit(audit(
-            p,
-            "skill.run_report",
-            &rec.meta.scope,
-            &id,
-            None,
-            Some(hash),
-        )),
-    ])?;
+    ];
+    // A run reported for a registry task the reporter may see is derived from that task too:
+    // deleting the task, by any door (its route, retention, an erasure), reaches the run.
+    if let Some(task) = req.task.as_deref()
+        && let Some(t) = s.store.get(task)?
+        && t.meta.kind == AssetKind::Task
+        && registry_core::access::may(p, registry_core::access::Action::See, &t.meta)
+    {
+        ops.push(WriteOp::AddEdge(DerivationEdge {
+            parent: t.meta.id.clone(),
+            child: id.clone(),
+            relation: Relation::RunOf,
+            child_store: ChildStore::Assets,
+        }));
+    }
+    ops.push(WriteOp::Audit(audit(
+        p,
+        "skill.run_report",
+        &rec.meta.scope,
+        &id,
+        None,
+        Some(hash),
+    )));
+    s.store.commit(ops)?;
     drop(_guard);
     let mut all = existing;
     all.push(body.clone());
@@ -509,6 +524,37 @@ fn visible_runs(s: &SkillsService, p: &Principal, l: &Loaded) -> Result<Vec<RunB
         ..Default::default()
     })?;
     parse_runs(recs.into_iter().filter(|r| p.can_see(&r.meta)).collect())
+}
+
+/// The newest runs of the version asset `version_asset` that `p` may see, newest first, at
+/// most `limit`, and whether there were more (the runs part of a change's impact).
+pub(crate) fn recent_runs(
+    s: &SkillsService,
+    p: &Principal,
+    version_asset: &str,
+    limit: usize,
+) -> Result<(Vec<RunView>, bool)> {
+    let recs = s.store.find(&AssetQuery {
+        kind: Some(AssetKind::SkillRun),
+        tenant: Some(p.tenant.clone()),
+        scope_keys: Some(p.visible_scope_keys()),
+        lookup_key: Some(lookup_key(version_asset)),
+        statuses: Some(vec![AssetStatus::Active]),
+        heads_only: true,
+        ..Default::default()
+    })?;
+    let mut runs = vec![];
+    for (i, r) in recs.into_iter().filter(|r| p.can_see(&r.meta)).enumerate() {
+        if i % 1024 == 0 {
+            registry_core::deadline::check()?;
+        }
+        let b: RunBody = serde_json::from_value(r.body).map_err(Error::internal)?;
+        runs.push(view(&r.meta.id, &b));
+    }
+    runs.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
+    let more = runs.len() > limit;
+    runs.truncate(limit);
+    Ok((runs, more))
 }
 
 /// The release `l` replaced: the highest earlier version of the same name and scope that was
@@ -611,50 +657,6 @@ fn flag_if_regressing(
     });
     step(s, p, &cur, body, "skill.observe_flag", Pointer::Follow)?;
     Ok(())
-}
-
-/// Purges every run reported with `task` in `tenant` (the task's deletion calls this once
-/// tasks exist); `None` when there is none.
-pub(crate) fn purge_runs_of_task(
-    s: &SkillsService,
-    actor: &str,
-    tenant: &str,
-    task: &str,
-) -> Result<Option<registry_core::deletion::Receipt>> {
-    let mut ids = vec![];
-    let mut cursor = None;
-    loop {
-        let page = s.store.find(&AssetQuery {
-            kind: Some(AssetKind::SkillRun),
-            tenant: Some(tenant.to_string()),
-            heads_only: true,
-            after: cursor.clone(),
-            limit: Some(1000),
-            ..Default::default()
-        })?;
-        let Some(last) = page.last() else { break };
-        cursor = Some((
-            last.meta.created_at,
-            last.meta.id.clone(),
-            last.meta.version,
-        ));
-        for r in page {
-            if r.body.get("task").and_then(|t| t.as_str()) == Some(task) {
-                ids.push(r.meta.id);
-            }
-        }
-        registry_core::deadline::check()?;
-    }
-    if ids.is_empty() {
-        return Ok(None);
-    }
-    let receipt = s.deleter.delete(
-        actor,
-        "runs of a deleted task",
-        &ids,
-        registry_core::deletion::DeletionLevel::Purged,
-    )?;
-    Ok(Some(receipt))
 }
 
 #[cfg(test)]

@@ -160,14 +160,15 @@ impl SkillsService {
         crate::runs::summary_view(self, p, name, version)
     }
 
-    /// Purges the runs reported with `task` in `tenant` (call from task deletion).
-    pub fn purge_runs_of_task(
+    /// The newest runs of the version asset `version_asset` the caller may see (at most
+    /// `limit`), and whether there were more.
+    pub fn recent_runs(
         &self,
-        actor: &str,
-        tenant: &str,
-        task: &str,
-    ) -> Result<Option<registry_core::deletion::Receipt>> {
-        crate::runs::purge_runs_of_task(self, actor, tenant, task)
+        p: &Principal,
+        version_asset: &str,
+        limit: usize,
+    ) -> Result<(Vec<crate::runs::RunView>, bool)> {
+        crate::runs::recent_runs(self, p, version_asset, limit)
     }
 
     pub fn review(
@@ -1254,6 +1255,7 @@ pub(crate) fn reload(
 pub struct TestResultsRequest {
     /// The digest the tests ran against; must be the version's digest.
     pub digest: String,
+    #[serde(deserialize_with = "registry_core::wire::objects")]
     pub results: Vec<TestResult>,
 }
 
@@ -1333,9 +1335,11 @@ pub(crate) fn promote(
     let _guard = lock_skill(s, p, name);
     let cur = reload(s, p, name, version, Action::Promote)?;
     require_write(p, &cur)?;
-    // Before the state machine: a version short of Test evidence is told which evidence.
+    // Before the state machine: a version short of Test evidence is told which evidence, and
+    // one whose scan failed is told so with the findings, whatever step it stands at.
     if !crate::resolve::holds_version(&cur) {
         crate::proof::require_test_evidence(&cur.body)?;
+        require_scan(&cur.body, "promotion")?;
     }
     lifecycle::check(cur.body.state, Action::Promote)?;
     crate::resolve::check_not_held(s, p, name, version, &cur.rec.meta.scope)?;

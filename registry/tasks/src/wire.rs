@@ -61,7 +61,7 @@ pub struct CreateTask {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTask {
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 4_294_967_295u32))]
     pub version: u32,
     #[serde(default)]
     pub status: Option<TaskStatus>,
@@ -143,6 +143,7 @@ pub struct EventInput {
 pub struct AppendEvents {
     /// 1-100 events, appended in order.
     #[schemars(length(min = 1, max = MAX_EVENTS_PER_APPEND))]
+    #[serde(deserialize_with = "registry_core::wire::objects")]
     pub events: Vec<EventInput>,
 }
 
@@ -190,6 +191,10 @@ pub struct ArtifactView {
 pub struct ArtifactList {
     pub artifacts: Vec<ArtifactView>,
 }
+
+/// The largest sequence number a request may name: 2^53 − 1, the largest integer every JSON
+/// reader holds exactly (the stores keep sequence numbers as i64).
+pub const MAX_SEQ: u64 = (1 << 53) - 1;
 
 /// A range of an artifact: bytes `offset .. offset + length`, or lines `line ..` (from 1).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -245,6 +250,7 @@ pub struct TaskAppendArgs {
     pub task: String,
     /// 1-100 events, appended in order.
     #[schemars(length(min = 1, max = MAX_EVENTS_PER_APPEND))]
+    #[serde(deserialize_with = "registry_core::wire::objects")]
     pub events: Vec<EventInput>,
 }
 
@@ -284,9 +290,9 @@ pub struct RangeAnswer {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SummaryRequest {
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_SEQ))]
     pub from_seq: u64,
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_SEQ))]
     pub to_seq: u64,
     /// At most 16,384 bytes.
     #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_EVENT_BYTES))]
@@ -298,6 +304,7 @@ pub struct SummaryRequest {
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRequest {
     #[serde(default)]
+    #[schemars(range(max = MAX_SEQ))]
     pub seq: Option<u64>,
     /// At most 256 bytes.
     #[serde(default)]

@@ -341,6 +341,33 @@ class VersionSummary(Answer):
     yanked: bool
 
 
+class ScanFinding(Answer):
+    """OpenAPI ``Finding``: one thing the supply-chain scan found (``rule`` is stable)."""
+
+    rule: str
+    severity: Literal["warn", "fail"]
+    file: str
+    line: int
+    excerpt: str
+    message: str
+
+
+class ScanReport(Answer):
+    """OpenAPI ``ScanReport``: the scan run at publish."""
+
+    verdict: Literal["pass", "warn", "fail"]
+    findings: list[ScanFinding]
+
+
+class ScanOverride(Answer):
+    """OpenAPI ``ScanOverride``: a platform principal's override of a failing scan."""
+
+    by: str
+    reason: str
+    digest: str
+    at: datetime
+
+
 class VersionView(Answer):
     """OpenAPI ``VersionView``."""
 
@@ -351,6 +378,9 @@ class VersionView(Answer):
     state: str
     manifest: dict[str, Any]
     frontmatter: dict[str, Any]
+    # ``null`` for a version stored before the scan existed.
+    scan: Optional[ScanReport] = None
+    scan_override: Optional[ScanOverride] = None
 
 
 class SelectView(Answer):
@@ -931,6 +961,9 @@ SCHEMAS: dict[type[BaseModel], str] = {
     DiscoverView: "DiscoverView",
     DiscoverList: "DiscoverList",
     VersionSummary: "VersionSummary",
+    ScanFinding: "Finding",
+    ScanReport: "ScanReport",
+    ScanOverride: "ScanOverride",
     VersionView: "VersionView",
     SelectView: "SelectView",
     InstructionsView: "InstructionsView",

@@ -131,6 +131,10 @@ def test_skills_list_get_and_instructions(reg, other, skill):
     sel = reg.skills.get(skill)
     assert sel.current == entry.version
     assert sel.selected.digest == entry.digest
+    # The supply-chain scan at publish, typed: a clean package passes (or only warns).
+    assert sel.selected.scan is not None and sel.selected.scan.verdict in ("pass", "warn")
+    assert all(f.severity == "warn" for f in sel.selected.scan.findings)
+    assert sel.selected.scan_override is None
     text = reg.skills.instructions(skill, entry.version)
     assert text.digest == entry.digest and text.instructions.strip()
     with pytest.raises(RegistryError) as e:
@@ -205,7 +209,8 @@ def test_context_replay_and_the_impact_of_an_item(reg, other, skill):
     impact = reg.assets.impact(version.id)
     assert impact.asset.skill == item.source_id
     assert pack.id in [m.id for m in impact.manifests.recent]
-    assert impact.runs == []
+    # The runs reported of this version earlier in the session, each of this digest.
+    assert all(r.digest == version.digest for r in impact.runs)
     with pytest.raises(RegistryError) as e:
         other.context.replay(pack.id)
     assert e.value.status == 404 and e.value.code == "NOT_FOUND"

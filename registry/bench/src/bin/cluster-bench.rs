@@ -37,10 +37,18 @@ use registry_server::state::AppState;
 #[derive(clap::Parser)]
 struct Options {
     /// PostgreSQL URL.
-    #[arg(long = "database-url", env = "REGISTRY_TEST_PG_URL", default_value = "")]
+    #[arg(
+        long = "database-url",
+        env = "REGISTRY_TEST_PG_URL",
+        default_value = ""
+    )]
     url: String,
     /// Qdrant's gRPC URL (without one, the Qdrant profile is left out).
-    #[arg(long = "qdrant-url", env = "REGISTRY_TEST_QDRANT_URL", default_value = "")]
+    #[arg(
+        long = "qdrant-url",
+        env = "REGISTRY_TEST_QDRANT_URL",
+        default_value = ""
+    )]
     qdrant: String,
     /// Writes per profile.
     #[arg(long, default_value_t = 400)]

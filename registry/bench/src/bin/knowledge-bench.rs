@@ -18,12 +18,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use registry_bench::{data_root, read_jsonl};
 use registry_core::asset::AssetKind;
 use registry_core::principal::{Principal, Role};
 use registry_core::store::AssetQuery;
 use registry_knowledge::service::{FusionKind, SearchLegs};
 use registry_knowledge::{IngestRequest, SearchRequest};
-use registry_bench::{data_root, read_jsonl};
 use registry_server::config::Config;
 use registry_server::state::AppState;
 

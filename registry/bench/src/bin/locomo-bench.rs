@@ -33,8 +33,8 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use chrono::{DateTime, NaiveDateTime, Utc};
-use registry_memory::search::Breakdown;
 use registry_bench::{http, pct, start_server};
+use registry_memory::search::Breakdown;
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
 use serde_json::{Value, json};

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use chrono::{Duration, Utc};
 use rand::Rng;
+use registry_bench::pct;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::hash::sha256_hex;
 use registry_core::retrieval::{TextDoc, VectorEntry};
@@ -21,7 +22,6 @@ use registry_core::{Principal, Scope, SourceKind};
 use registry_memory::record::{Layer, MemoryBody, MemoryClass, normalise};
 use registry_memory::search::SearchRequest;
 use registry_memory::{MemoryService, WriteRequest};
-use registry_bench::pct;
 use registry_server::config::Config;
 use registry_server::state::AppState;
 

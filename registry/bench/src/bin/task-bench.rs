@@ -15,8 +15,8 @@
 
 use std::time::Instant;
 
-use registry_core::principal::{Principal, Role};
 use registry_bench::pct;
+use registry_core::principal::{Principal, Role};
 use registry_server::config::Config;
 use registry_server::state::AppState;
 use registry_tasks::{

@@ -10,10 +10,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use registry_bench::{data_root, pct, read_jsonl};
 use registry_core::asset::AssetKind;
 use registry_core::retrieval::{IndexKeys, VectorEntry, VectorIndex, VisibilityFilter};
 use registry_embed::{EmbedderConfig, ModelChoice, OnnxEmbedder};
-use registry_bench::{data_root, pct, read_jsonl};
 use registry_vector_index::EmbeddedVectorIndex;
 
 /// Sentences of at least 20 bytes, cut after `.`, `?` or `!` followed by a space.

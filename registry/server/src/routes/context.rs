@@ -59,7 +59,9 @@ wire_body!(
 /// fixed zone (rules and goal) is never cut: over the budget alone it answers 422
 /// `FIXED_ZONE_OVER_BUDGET`.
 #[utoipa::path(post, path = "/v1/context", security(("bearer" = [])), request_body = PackBody,
-    responses((status = 200, body = PackAnswer), (status = 422, body = ErrorBody)))]
+    responses((status = 200, body = PackAnswer),
+        (status = 404, description = "`task` names no task the caller may read", body = ErrorBody),
+        (status = 422, body = ErrorBody)))]
 pub async fn create_pack(
     State(state): State<AppState>,
     Auth(p): Auth,

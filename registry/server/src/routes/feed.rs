@@ -17,7 +17,7 @@ use futures_util::Stream;
 use registry_core::feed::{Delivery, FeedEvent, FeedKind, WebhookRecord};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
-use registry_services::feed::{self as feed, NewWebhook};
+use registry_services::feed;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi};
 
@@ -85,11 +85,27 @@ impl Drop for Slot {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct EventsParams {
     /// Start after this sequence number (default: the newest event; only what comes next).
-    /// A `Last-Event-ID` header, as a reconnecting EventSource sends, takes precedence.
+    /// A `Last-Event-ID` header, as a reconnecting EventSource sends, takes precedence. At
+    /// most 2^53 − 1.
+    #[param(maximum = 9007199254740991.0)]
     pub after: Option<u64>,
 }
+
+/// One Server-Sent Event of `/v1/events` as an EventSource reads it: `id` the event's
+/// sequence number, `event` its kind, `data` a `FeedEventBody` as JSON (ids, kinds, hashes and
+/// scope; never content).
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct FeedSseEvent {
+    pub id: String,
+    pub event: String,
+    /// A `FeedEventBody`, as JSON.
+    #[schemars(extend("contentMediaType" = "application/json"))]
+    pub data: String,
+}
+crate::openapi::wire_body!(impl FeedSseEvent);
 
 /// The feed event carried in each SSE `data:` line.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -107,13 +123,15 @@ fn bearer_hash(headers: &HeaderMap) -> ApiResult<String> {
 }
 
 fn start_position(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option<u64>> {
+    // `after` is checked even when the header wins: a bad parameter is refused either way.
+    let after = crate::extract::seq("after", after)?;
     match headers.get("last-event-id") {
         None => Ok(after),
         Some(v) => v
             .to_str()
             .ok()
             .and_then(|s| s.trim().parse::<u64>().ok())
-            .filter(|n| *n <= i64::MAX as u64)
+            .filter(|n| *n <= crate::extract::MAX_SEQ)
             .map(Some)
             .ok_or_else(|| {
                 ApiError::validation("Last-Event-ID must be a sequence number").with_details(
@@ -130,18 +148,21 @@ struct Reader {
     key_hash: String,
     cursor: u64,
     pending: VecDeque<FeedEvent>,
+    opened: std::time::Instant,
     _slot: Slot,
 }
 
 impl Reader {
-    /// The next event to send; `None` ends the stream (shutdown, a revoked key, a store error).
+    /// The next event to send; `None` ends the stream (shutdown, a revoked key, a store error,
+    /// or `webhooks.max_stream_secs` passed once what was read is sent).
     async fn next(&mut self) -> Option<FeedEvent> {
         let every = Duration::from_millis(self.state.config.webhooks.poll_interval_ms);
+        let lifetime = Duration::from_secs(self.state.config.webhooks.max_stream_secs);
         loop {
             if let Some(e) = self.pending.pop_front() {
                 return Some(e);
             }
-            if self.state.shutdown.begun() {
+            if self.state.shutdown.begun() || self.opened.elapsed() >= lifetime {
                 return None;
             }
             let (st, p, key, after) = (
@@ -151,11 +172,9 @@ impl Reader {
                 self.cursor,
             );
             let page = tokio::task::spawn_blocking(move || {
-                let store = st.services.backends.store.as_ref();
-                let live = store
-                    .find_key(&key)?
-                    .is_some_and(|k| k.revoked_at.is_none());
-                live.then(|| feed::read(store, &p, after, None)).transpose()
+                let feed = st.services.feed();
+                let live = feed.key_is_live(&key)?;
+                live.then(|| feed.read(&p, after, None)).transpose()
             })
             .await;
             let Ok(Ok(Some(page))) = page else {
@@ -175,10 +194,11 @@ impl Reader {
 /// its kind and `data:` a `FeedEvent` (ids, kinds, hashes and scope; never content). Only
 /// events on assets the key may see when the event is read are sent; another tenant's never.
 /// Keep-alive comments every 15 s; the stream ends when the server shuts down or the key is
-/// revoked. At most `webhooks.max_streams_per_key` streams per key (429 beyond).
+/// revoked, or after `webhooks.max_stream_secs` (the client reconnects with `Last-Event-ID`).
+/// At most `webhooks.max_streams_per_key` streams per key (429 beyond).
 #[utoipa::path(get, path = "/v1/events", security(("bearer" = [])), params(EventsParams,
-        ("Last-Event-ID" = Option<String>, Header, description = "resume after this sequence number")),
-    responses((status = 200, content_type = "text/event-stream", description = "a stream of feed events", body = FeedEventBody),
+        ("Last-Event-ID" = Option<String>, Header, description = "resume after this sequence number (at most 2^53 − 1)", pattern = "^[0-9]{1,15}$")),
+    responses((status = 200, content_type = "text/event-stream", description = "a stream of feed events", body = FeedSseEvent),
         (status = 422, body = ErrorBody), (status = 429, body = ErrorBody)))]
 pub async fn events(
     State(state): State<AppState>,
@@ -199,11 +219,7 @@ pub async fn events(
         })?;
     let cursor = match start {
         Some(n) => n,
-        None => {
-            state
-                .blocking(|s| Ok(s.services.backends.store.feed_head()?))
-                .await?
-        }
+        None => state.blocking(|s| Ok(s.services.feed().head()?)).await?,
     };
     let reader = Reader {
         state,
@@ -211,6 +227,7 @@ pub async fn events(
         key_hash,
         cursor,
         pending: VecDeque::new(),
+        opened: std::time::Instant::now(),
         _slot: slot,
     };
     let stream = futures_util::stream::unfold(reader, |mut r| async move {
@@ -308,20 +325,10 @@ pub async fn create_webhook(
     let url = body.url;
     state
         .blocking(move |s| {
-            let store = s.services.backends.store.as_ref();
-            let key = store
-                .find_key(&key_hash)?
-                .ok_or_else(ApiError::unauthenticated)?;
-            let (w, secret) = feed::create_webhook(
-                store,
-                &s.services.options.audit_key,
-                &p,
-                NewWebhook {
-                    url,
-                    events,
-                    key_id: key.id,
-                },
-            )?;
+            let (w, secret) = s
+                .services
+                .feed()
+                .create_webhook(&p, &key_hash, url, events)?;
             Ok((
                 StatusCode::CREATED,
                 axum::Json(WebhookCreated {
@@ -342,7 +349,7 @@ pub async fn list_webhooks(
 ) -> ApiResult<axum::Json<WebhookList>> {
     state
         .blocking(move |s| {
-            let list = feed::list_webhooks(s.services.backends.store.as_ref(), &p)?;
+            let list = s.services.feed().list_webhooks(&p)?;
             Ok(axum::Json(WebhookList {
                 webhooks: list.into_iter().map(Into::into).collect(),
             }))
@@ -361,7 +368,7 @@ pub async fn get_webhook(
 ) -> ApiResult<axum::Json<WebhookView>> {
     state
         .blocking(move |s| {
-            let w = feed::get_webhook(s.services.backends.store.as_ref(), &p, &id)?;
+            let w = s.services.feed().get_webhook(&p, &id)?;
             Ok(axum::Json(w.into()))
         })
         .await
@@ -378,7 +385,7 @@ pub async fn delete_webhook(
 ) -> ApiResult<StatusCode> {
     state
         .blocking(move |s| {
-            feed::delete_webhook(s.services.backends.store.as_ref(), &p, &id)?;
+            s.services.feed().delete_webhook(&p, &id)?;
             Ok(StatusCode::NO_CONTENT)
         })
         .await
@@ -386,6 +393,7 @@ pub async fn delete_webhook(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DeadLetterParams {
     /// At most this many (default 100, at most 1000).
     #[param(minimum = 0, maximum = 1000)]
@@ -405,8 +413,7 @@ pub async fn dead_letters(
     let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
-            let deliveries =
-                feed::dead_letters(s.services.backends.store.as_ref(), &p, &id, limit)?;
+            let deliveries = s.services.feed().dead_letters(&p, &id, limit)?;
             Ok(axum::Json(DeliveryList { deliveries }))
         })
         .await
@@ -423,7 +430,7 @@ pub async fn redeliver(
 ) -> ApiResult<StatusCode> {
     state
         .blocking(move |s| {
-            feed::redeliver(s.services.backends.store.as_ref(), &p, &id, &delivery)?;
+            s.services.feed().redeliver(&p, &id, &delivery)?;
             Ok(StatusCode::ACCEPTED)
         })
         .await

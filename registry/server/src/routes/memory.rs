@@ -131,10 +131,10 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     match headers.get("idempotency-key").map(|v| v.to_str()) {
         None => Ok(None),
         Some(Ok(k)) if crate::extract::idempotency_key_ok(k) => Ok(Some(k.to_string())),
-        Some(_) => Err(
-            ApiError::validation("Idempotency-Key must be 1-200 visible ASCII characters")
-                .with_details(serde_json::json!({ "header": "Idempotency-Key" })),
-        ),
+        Some(_) => Err(ApiError::validation(
+            "Idempotency-Key must be 1-200 visible ASCII characters",
+        )
+        .with_details(serde_json::json!({ "header": "Idempotency-Key" }))),
     }
 }
 
@@ -234,6 +234,18 @@ pub async fn write_batch(
             ApiError::validation(format!("a batch holds 1 to {MAX_BATCH} memories"))
                 .with_details(serde_json::json!({ "field": "memories" })),
         );
+    }
+    // What the document says of every item is checked before any is written: a blank
+    // content refuses the whole batch, as the schema does. The gate's decisions, the limits
+    // and conflicts stay per item.
+    if let Some(i) = req
+        .memories
+        .iter()
+        .position(|m| registry_core::text::is_blank(&m.content))
+    {
+        return Err(ApiError::validation("content is empty").with_details(
+            serde_json::json!({ "field": format!("memories[{i}].content"), "reason": "invalid" }),
+        ));
     }
     state
         .blocking(move |s| {

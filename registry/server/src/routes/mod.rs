@@ -53,7 +53,15 @@ mod tests {
                 }
             }
         }
-        assert!(read >= 8, "only {read} door modules found under {}", src.display());
-        assert!(offences.is_empty(), "doors that name a backend:\n{}", offences.join("\n"));
+        assert!(
+            read >= 8,
+            "only {read} door modules found under {}",
+            src.display()
+        );
+        assert!(
+            offences.is_empty(),
+            "doors that name a backend:\n{}",
+            offences.join("\n")
+        );
     }
 }

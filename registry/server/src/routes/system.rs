@@ -59,9 +59,7 @@ pub struct Health {
 #[utoipa::path(get, path = "/healthz", responses((status = 200, body = Health)))]
 pub async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
     let v = state
-        .blocking(|s| {
-            s.services.schema_version().map_err(ApiError::from)
-        })
+        .blocking(|s| s.services.schema_version().map_err(ApiError::from))
         .await?;
     Ok(axum::Json(Health {
         status: "ok".into(),
@@ -185,7 +183,9 @@ pub async fn list_assets(
     let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
-            let (page, next) = s.services.list_assets(&p, kind, q.after.as_deref(), limit)?;
+            let (page, next) = s
+                .services
+                .list_assets(&p, kind, q.after.as_deref(), limit)?;
             let assets = page.iter().map(|r| AssetView::of(&p, r)).collect();
             Ok(axum::Json(AssetList { assets, next }))
         })
@@ -290,6 +290,7 @@ wire_body!(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ImpactParams {
     /// Most manifests listed, newest first (default 20, at most 100); `manifests.total`
     /// counts them all.
@@ -312,7 +313,7 @@ pub async fn asset_impact(
     Path(id): Path<String>,
     Query(q): Query<ImpactParams>,
 ) -> ApiResult<axum::Json<registry_services::Impact>> {
-    let limit = crate::extract::bounded(
+    let limit = crate::extract::positive(
         "limit",
         q.limit,
         registry_services::impact::DEFAULT_IMPACT_MANIFESTS,

@@ -167,10 +167,11 @@ pub async fn create_task(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ListParams {
     /// At most this many (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<usize>,
+    pub limit: Option<u64>,
 }
 
 /// The tasks the caller may read on its path, newest first.
@@ -181,12 +182,9 @@ pub async fn list_tasks(
     Auth(p): Auth,
     Query(q): Query<ListParams>,
 ) -> ApiResult<axum::Json<TaskList>> {
+    let limit = crate::extract::positive("limit", q.limit, 100, 1000)?;
     state
-        .blocking(move |s| {
-            Ok(axum::Json(
-                s.services.tasks.list(&p, q.limit.unwrap_or(100))?,
-            ))
-        })
+        .blocking(move |s| Ok(axum::Json(s.services.tasks.list(&p, limit)?)))
         .await
 }
 
@@ -224,8 +222,10 @@ pub async fn update_task(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct DeleteParams {
-    /// Why (at most 200 characters; kept in the receipt).
+    /// Why (kept in the receipt; the audit log keeps its hash): one line, at most 200 characters.
+    #[param(pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", max_length = 200)]
     pub reason: Option<String>,
 }
 
@@ -266,12 +266,14 @@ pub async fn append_events(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct EventParams {
-    /// Events with a greater sequence number (default 0).
+    /// Events with a greater sequence number (default 0; at most 2^53 − 1).
+    #[param(maximum = 9007199254740991.0)]
     pub after: Option<u64>,
     /// At most this many (default 100, at most 1000).
     #[param(minimum = 1, maximum = 1000)]
-    pub limit: Option<usize>,
+    pub limit: Option<u64>,
 }
 
 /// Events after `after`, in sequence order; `next` is the `after` of the next page.
@@ -285,13 +287,15 @@ pub async fn list_events(
     Path(id): Path<String>,
     Query(q): Query<EventParams>,
 ) -> ApiResult<axum::Json<EventPage>> {
+    let after = crate::extract::seq("after", q.after)?.unwrap_or(0);
+    let limit = crate::extract::positive("limit", q.limit, 100, 1000)?;
     state
         .blocking(move |s| {
             Ok(axum::Json(s.services.tasks.events(
                 &p,
                 &id,
-                q.after.unwrap_or(0),
-                q.limit,
+                after,
+                Some(limit),
             )?))
         })
         .await
@@ -299,6 +303,7 @@ pub async fn list_events(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct ArtifactParams {
     /// A short description (at most 256 bytes).
     pub summary: Option<String>,
@@ -308,8 +313,9 @@ pub struct ArtifactParams {
 /// content-addressed; answers its id, `sha256:` digest, size and line count.
 #[utoipa::path(put, path = "/v1/tasks/{id}/artifacts/{name}", security(("bearer" = [])),
     params(("id" = String, Path, description = "task id"),
-        ("name" = String, Path, description = "1-200 characters of [A-Za-z0-9._-]"), ArtifactParams),
-    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+        ("name" = String, Path, description = "1-200 characters of [A-Za-z0-9._-]", pattern = "^[A-Za-z0-9._-]{1,200}$"), ArtifactParams),
+    request_body(content = Option<Vec<u8>>, content_type = "application/octet-stream",
+        description = "the artifact's bytes (an empty or missing body stores an empty artifact)"),
     responses((status = 201, body = ArtifactAnswer), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 413, body = ErrorBody),
         (status = 422, body = ErrorBody)))]
@@ -357,6 +363,7 @@ pub async fn list_artifacts(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct RangeParams {
     /// First byte (default 0).
     pub offset: Option<u64>,
