@@ -624,7 +624,7 @@ fn an_event_stream_ends_after_its_lifetime_and_resumes_where_it_left() {
     let last: u64 = text
         .lines()
         .filter_map(|l| l.strip_prefix("id: "))
-        .last()
+        .next_back()
         .unwrap()
         .parse()
         .unwrap();

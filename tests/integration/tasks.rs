@@ -282,9 +282,9 @@ fn tool_output(len: usize) -> Vec<u8> {
     let mut i = 0u64;
     while out.len() < len {
         let pad = "~".repeat((i * 7919 % 113) as usize);
-        let line = if i % 50 == 0 {
+        let line = if i.is_multiple_of(50) {
             format!("{i:07} ünïcödé résumé {pad}\n")
-        } else if i % 333 == 0 {
+        } else if i.is_multiple_of(333) {
             "\n".to_string()
         } else {
             format!("{i:07} pass test_{} in {}ms {pad}\n", i * 31 % 1009, i % 97)
