@@ -103,7 +103,10 @@ pub struct WriteRequest {
     /// Conditions under which the memory applies (e.g. `os=linux`).
     #[serde(default)]
     pub applicability: Vec<String>,
-    /// References to the evidence (message ids, document ids, URLs).
+    /// References to the evidence (message ids, document ids, URLs). An item naming a
+    /// registry asset the writer may read (`task:<id>`, `task:<id>#<seq>` for one of its
+    /// events, `artifact:<id>`, or any asset's id) makes the memory cite it: deleting that
+    /// asset (an artifact's task) flags the memory in the receipt.
     #[serde(default)]
     pub evidence: Vec<String>,
     #[serde(default)]

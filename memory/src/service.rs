@@ -7,10 +7,12 @@ use chrono::{DateTime, Duration, Utc};
 use registry_core::access::{self, Action, Sight};
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus};
 use registry_core::audit::AuditDraft;
+use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::locks::KeyedLocks;
 use registry_core::retrieval::{Embedder, IndexKeys, TextDoc, VectorEntry, VisibilityFilter};
 use registry_core::store::{AssetQuery, AssetStore, WriteOp};
+use registry_core::task::TaskLogStore;
 use registry_core::{CoreError, Principal, Role, Scope, Trust};
 use registry_engine::HybridSearcher;
 use serde::{Deserialize, Serialize};
@@ -133,6 +135,9 @@ pub struct MemoryService {
     /// The model the gate's instruction detector takes its second opinion from
     /// (multilingual-e5-small, see `registry_detect::vector`); `None`: the classifier alone.
     gate_embedder: Option<Arc<dyn Embedder>>,
+    /// Where an artifact named as evidence is looked up (its task becomes the parent);
+    /// `None`: artifacts are not resolved.
+    task_log: Option<Arc<dyn TaskLogStore>>,
 }
 
 impl std::fmt::Debug for MemoryService {
@@ -213,6 +218,21 @@ enum Verdict {
     },
 }
 
+/// The asset or artifact id an evidence item names, if it has the shape of one: the item
+/// without a `<kind>:` prefix and a `#…` anchor, when that is a UUID.
+fn evidence_asset_id(item: &str) -> Option<&str> {
+    let rest = match item.split_once(':') {
+        Some((kind, rest))
+            if !kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
+        {
+            rest
+        }
+        _ => item,
+    };
+    let id = rest.split('#').next().unwrap_or(rest).trim();
+    (id.len() == 36 && uuid::Uuid::parse_str(id).is_ok()).then_some(id)
+}
+
 /// Whether two texts name the same things: same numbers, ids, dates, names.
 fn same_identity(a: &str, b: &str) -> bool {
     identity_tokens(a) == identity_tokens(b)
@@ -232,7 +252,14 @@ impl MemoryService {
             locks: KeyedLocks::new(),
             weights: Arc::new(std::sync::RwLock::new(crate::search::WEIGHTS)),
             gate_embedder: None,
+            task_log: None,
         }
+    }
+
+    /// The same service resolving artifact ids named as evidence through `log`.
+    pub fn with_task_log(mut self, log: Arc<dyn TaskLogStore>) -> Self {
+        self.task_log = Some(log);
+        self
     }
 
     /// The same service with the gate's second opinion read from `embedder`'s vectors. A model
@@ -501,6 +528,8 @@ impl MemoryService {
             }
             _ => None,
         };
+        // What the evidence names is looked up before the scope's lock, like the vector.
+        let cited = self.evidence_parents(p, &req.evidence)?;
         registry_core::deadline::check()?;
         let _guard = self.locks.lock(&cand.meta.scope.key());
         if let Some((key, hash)) = &idem
@@ -514,6 +543,19 @@ impl MemoryService {
             Verdict::Store
         };
         let (outcome, mut ops, index) = self.plan(p, req, cand, verdict, now)?;
+        ops.extend(
+            cited
+                .into_iter()
+                .filter(|c| *c != outcome.id)
+                .map(|parent| {
+                    WriteOp::AddEdge(DerivationEdge {
+                        parent,
+                        child: outcome.id.clone(),
+                        relation: Relation::Cites,
+                        child_store: ChildStore::Assets,
+                    })
+                }),
+        );
         if let Some((key, hash)) = &idem {
             ops.push(WriteOp::Idempotency {
                 tenant: p.tenant.clone(),
@@ -934,6 +976,35 @@ impl MemoryService {
             conflicts_with: None,
         };
         Ok((outcome, ops, index))
+    }
+
+    /// The registry assets `evidence` names that `p` may read: a task (`task:<id>`, or one of
+    /// its events as `task:<id>#<seq>`), an artifact (`artifact:<id>`: its task), a document,
+    /// a memory or any other asset by its id, with or without a `<kind>:` prefix. The memory
+    /// written cites each (a `cites` edge): deleting one flags the memory in its receipt, and
+    /// its `impact` lists the memory. An item naming nothing `p` may read links nothing and
+    /// says nothing: evidence is not an oracle.
+    fn evidence_parents(&self, p: &Principal, evidence: &[String]) -> Result<BTreeSet<AssetId>> {
+        let mut parents = BTreeSet::new();
+        for item in evidence {
+            let Some(named) = evidence_asset_id(item) else {
+                continue;
+            };
+            let parent = match (self.store.get(named)?, &self.task_log) {
+                (Some(rec), _) => Some(rec.meta),
+                (None, Some(log)) => match log.artifact(named)? {
+                    Some(a) => self.store.get(&a.task)?.map(|t| t.meta),
+                    None => None,
+                },
+                (None, None) => None,
+            };
+            if let Some(m) = parent
+                && access::may(p, Action::Read, &m)
+            {
+                parents.insert(m.id);
+            }
+        }
+        Ok(parents)
     }
 
     fn apply_index(&self, work: IndexWork, vector: Option<Vec<f32>>) -> Result<()> {
@@ -1400,4 +1471,35 @@ struct IndexWork {
     add: Option<(AssetRecord, MemoryBody)>,
     /// `add` is a new version of a record already in both legs: rewrite its text entry only.
     sync_text: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evidence_asset_id;
+
+    /// Evidence names a registry asset by its id, with or without a kind and an anchor;
+    /// anything else (a URL, a message id, a braced or unhyphenated UUID) names nothing.
+    #[test]
+    fn evidence_names_an_asset_by_its_id() {
+        let id = "0193a6f2-7c1e-7d44-9a51-0f3b2c1d4e5f";
+        for item in [
+            id.to_string(),
+            format!("task:{id}"),
+            format!("task:{id}#12"),
+            format!("artifact:{id}"),
+            format!(" {id} "),
+        ] {
+            assert_eq!(evidence_asset_id(&item), Some(id), "{item}");
+        }
+        for item in [
+            "https://wiki.example/export",
+            "msg-1182",
+            "task:",
+            "Task:0193a6f2-7c1e-7d44-9a51-0f3b2c1d4e5f",
+            "{0193a6f2-7c1e-7d44-9a51-0f3b2c1d4e5f}",
+            "0193a6f27c1e7d449a510f3b2c1d4e5f",
+        ] {
+            assert_eq!(evidence_asset_id(item), None, "{item}");
+        }
+    }
 }

@@ -893,6 +893,120 @@ fn deleting_a_task_leaves_no_byte_of_its_canaries_on_disk() {
     assert_eq!(events[0]["content"], "zqxkeepme survives");
 }
 
+/// A memory that names a task, one of its events or its artifact as evidence is derived from
+/// the task (a `cites` edge): the task's impact lists it and deleting the task flags it in the
+/// receipt. Evidence the writer may not read links nothing, across users and tenants.
+#[test]
+fn memories_citing_a_task_or_its_artifact_are_flagged_when_the_task_is_deleted() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let gus = app.key("globex", "gus", &["writer"], &[]);
+    let task = create_task(
+        &app,
+        &ann,
+        "find why the nightly export is slow",
+        "cause named",
+    );
+    let id = task["id"].as_str().unwrap().to_string();
+    let art = put_artifact(
+        &app,
+        &ann,
+        &id,
+        "export-profile.txt",
+        b"scan on orders: 91%\n",
+    );
+    let art_id = art["id"].as_str().unwrap().to_string();
+    append(
+        &app,
+        &ann,
+        &id,
+        json!([{"id": "d1", "type": "decision", "actor": "agent",
+            "content": "add an index on orders.created_at"}]),
+    );
+    let write = |key: &Key, content: &str, evidence: Value| -> String {
+        let (s, b) = call(app.post(
+            key,
+            "/v1/memories",
+            &json!({"class": "semantic", "content": content, "evidence": evidence}),
+        ));
+        assert_eq!(s, 200, "{b}");
+        b["id"].as_str().unwrap().to_string()
+    };
+    let from_artifact = write(
+        &ann,
+        "The nightly export spends most of its time scanning the orders table.",
+        json!([format!("artifact:{art_id}"), "https://wiki.example/export"]),
+    );
+    let from_event = write(
+        &ann,
+        "An index on orders.created_at fixes the slow nightly export.",
+        json!([format!("task:{id}#1")]),
+    );
+    let unrelated = write(
+        &ann,
+        "The export runs at 02:00 UTC.",
+        json!(["ticket-1182"]),
+    );
+    // Another user of the tenant and another tenant name the same ids: nothing is linked.
+    let bobs = write(
+        &bob,
+        "Bob heard the export is slow.",
+        json!([format!("artifact:{art_id}"), id.clone()]),
+    );
+    let guss = write(
+        &gus,
+        "Gus guesses the export is slow.",
+        json!([format!("artifact:{art_id}"), format!("task:{id}")]),
+    );
+
+    let (s, i) = call(app.get(&ann, &format!("/v1/assets/{id}/impact")));
+    assert_eq!(s, 200, "{i}");
+    let mut citing: Vec<String> = i["citing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    citing.sort();
+    let mut expected = vec![from_artifact.clone(), from_event.clone()];
+    expected.sort();
+    assert_eq!(citing, expected, "{i}");
+    assert!(
+        i["citing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["relation"] == "cites")
+    );
+
+    let (s, receipt) = call(app.delete(&ann, &format!("/v1/tasks/{id}?reason=closed")));
+    assert_eq!(s, 200, "{receipt}");
+    assert_eq!(receipt["status"], "completed");
+    let mut flagged: Vec<String> = receipt["flagged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert_eq!(f["cites"], id.as_str(), "{receipt}");
+            f["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    flagged.sort();
+    assert_eq!(flagged, expected, "{receipt}");
+    // Flagged, not deleted: every memory still reads back, the others untouched.
+    for (key, m) in [
+        (&ann, &from_artifact),
+        (&ann, &from_event),
+        (&ann, &unrelated),
+        (&bob, &bobs),
+        (&gus, &guss),
+    ] {
+        let (s, b) = call(app.get(key, &format!("/v1/memories/{m}")));
+        assert_eq!(s, 200, "{b}");
+    }
+}
+
 #[test]
 fn retention_purges_tasks_closed_longer_than_task_days() {
     let app = TestApp::start_with(|c| c.retention.task_days = 30);

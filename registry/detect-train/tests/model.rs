@@ -3,15 +3,19 @@
 //!
 //! `instruction.lr` is refitted with the configuration `instruction.json` records (the
 //! cross-validated search that chose it is the slow part of `train` and is not repeated here).
-//! `prototypes.bin` is not rebuilt here yet: rebuilt in a debug test from the train split's
-//! vectors it differed from the committed file (header and 22% of the bytes), most likely
-//! because the trainer read vectors from its `--vector-cache`, computed in other batches.
-//! Like it, `vector.json` is fitted on the neighbour features
+//! `prototypes.bin` is rebuilt from the train split's vectors (the trainer's `vectors_of`,
+//! the same batches) and compared with the committed file prototype by prototype: the same
+//! count, dimension and labels in corpus order, and each committed prototype the rebuilt
+//! vector to within 8-bit quantisation (a vector's last bits depend on the ONNX Runtime build
+//! and the CPU, so a rebuild is not byte for byte; the trainer once read its vectors from a
+//! `--vector-cache` computed in other batches).
+//! `vector.json` is fitted on the neighbour features
 //! of every training row (about 5,600² cosines and 600 full-batch steps: minutes in a debug
 //! build), so it is covered by the model card's sha256 and by `train --no-write` rather than
 //! refitted here.
 
 use registry_detect::classifier::{self, TrainConfig};
+use registry_detect::vector::SECOND_OPINION;
 use registry_detect::{MODEL, Model, analyse};
 use registry_detect_train::corpus;
 use sha2::{Digest, Sha256};
@@ -67,4 +71,45 @@ fn the_model_card_records_every_model_files_sha256() {
             "MODEL_CARD.md does not record {file} with sha256 {digest}"
         );
     }
+}
+
+/// The committed prototypes are the train split's e5 vectors with their labels, in corpus
+/// order: nothing added, dropped, reordered, relabelled or edited by hand.
+#[test]
+fn prototypes_bin_is_rebuilt_from_the_train_split() {
+    let all = corpus::load_default().expect("corpus loads");
+    let train: Vec<&corpus::Example> = all.iter().filter(|e| e.split == "train").collect();
+    let texts: Vec<&str> = train.iter().map(|e| e.text.as_str()).collect();
+    let emb = registry_detect_train::second_opinion_embedder(None);
+    let vecs = registry_detect_train::vectors_of(&emb, &texts, None);
+    let rebuilt = registry_detect_train::prototypes(&train, &vecs);
+    let committed = &SECOND_OPINION.prototypes;
+    assert_eq!(rebuilt.len(), committed.len(), "prototype count");
+    let rows: Vec<&Vec<f32>> = train
+        .iter()
+        .zip(&vecs)
+        .filter(|(e, _)| e.trains_classifier())
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(rows.len(), committed.len());
+    let mut worst = (1f32, 0usize);
+    for (i, v) in rows.iter().enumerate() {
+        assert_eq!(
+            rebuilt.is_attack(i),
+            committed.is_attack(i),
+            "prototype {i}'s label"
+        );
+        // Both sides are unit vectors up to quantisation: the cosine of the rebuilt vector
+        // with the committed prototype is 1 to within it.
+        let cos = committed.similarity(i, v);
+        if cos < worst.0 {
+            worst = (cos, i);
+        }
+    }
+    assert!(
+        worst.0 > 0.995,
+        "prototype {} is not its train example's vector (cosine {}): retrain with `cargo run --release -p registry-detect-train --bin train`",
+        worst.1,
+        worst.0
+    );
 }

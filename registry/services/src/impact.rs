@@ -89,7 +89,7 @@ pub struct RunUse {
 pub struct Impact {
     pub asset: ImpactSubject,
     pub manifests: ManifestsImpact,
-    /// Skills and evaluation cases that cite the asset (`cites` edges): deleting the asset
+    /// Skills, memories and evaluation cases that cite the asset (`cites` edges): deleting it
     /// flags them.
     pub citing: Vec<LinkedAsset>,
     /// Assets derived from it (a document's chunks, the evidence search serves; summaries).

@@ -94,7 +94,8 @@ impl Services {
         let store: Arc<dyn AssetStore> = b.store.clone();
         let memory = MemoryService::new(store.clone(), search.clone(), b.store.clone())
             .with_locks(KeyedLocks::new())
-            .with_gate_embedder(b.gate_embedder.clone());
+            .with_gate_embedder(b.gate_embedder.clone())
+            .with_task_log(b.store.clone());
         let knowledge = Arc::new(KnowledgeService::new(
             store.clone(),
             search.clone(),
