@@ -25,7 +25,7 @@ pub use acl::{Acl, AclEntry};
 pub use asset::{
     AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust,
 };
-pub use audit::{AuditDraft, AuditEvent};
+pub use audit::{AuditAction, AuditDraft, AuditEvent};
 pub use derivation::{ChildStore, DerivationEdge, Relation};
 pub use error::{CoreError, CoreResult, ErrorCode};
 pub use principal::{Principal, Role};

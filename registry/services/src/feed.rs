@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use registry_core::access::{self, Action};
-use registry_core::audit::{AuditDraft, AuditEvent, AuditKey};
+use registry_core::audit::{AuditAction, AuditDraft, AuditEvent, AuditKey};
 use registry_core::deletion::Receipt;
 use registry_core::feed::{
     Delivery, DeliveryStatus, FeedEvent, FeedKind, WebhookRecord, kind_of, webhook_secret,
@@ -203,7 +203,7 @@ pub fn create_webhook(
     };
     store.create_webhook(
         &w,
-        AuditDraft::new(&p.user, "webhook.create")
+        AuditDraft::new(&p.user, AuditAction::WebhookCreate)
             .tenant(&p.tenant)
             .asset(&id),
     )?;
@@ -238,7 +238,7 @@ pub fn delete_webhook(store: &dyn Store, p: &Principal, id: &str) -> CoreResult<
     let w = get_webhook(store, p, id)?;
     store.delete_webhook(
         &w.id,
-        AuditDraft::new(&p.user, "webhook.delete")
+        AuditDraft::new(&p.user, AuditAction::WebhookDelete)
             .tenant(&w.tenant)
             .asset(&w.id),
     )?;

@@ -18,8 +18,8 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use registry_core::ErrorCode;
 use registry_core::principal::Principal;
+use registry_core::{AuditAction, ErrorCode};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -283,7 +283,7 @@ pub(crate) fn record_tests(
             p,
             &cur,
             body,
-            "skill.test_self_reported",
+            AuditAction::SkillTestSelfReported,
             Pointer::Follow,
         );
     }
@@ -295,7 +295,7 @@ pub(crate) fn record_tests(
     } else {
         LifecycleState::Draft
     };
-    step(s, p, &cur, body, "skill.test", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillTest, Pointer::Follow)
 }
 
 /// A reviewer of the version's scope (not its author) waives Test for a version that declares
@@ -342,7 +342,14 @@ pub(crate) fn record_waiver(
     });
     body.reviews.clear();
     body.state = LifecycleState::Tested;
-    step(s, p, &cur, body, "skill.test_waiver", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillTestWaiver,
+        Pointer::Follow,
+    )
 }
 
 /// Whether `p` may read the test logs of `l`: its author, a reviewer, tester or admin of its

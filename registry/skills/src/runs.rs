@@ -17,7 +17,7 @@ use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, Sourc
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Principal;
 use registry_core::store::{AssetQuery, WriteOp};
-use registry_core::{ErrorCode, Scope};
+use registry_core::{AuditAction, ErrorCode, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -473,7 +473,7 @@ pub(crate) fn report(
     }
     ops.push(WriteOp::Audit(audit(
         p,
-        "skill.run_report",
+        AuditAction::SkillRunReport,
         &rec.meta.scope,
         &id,
         None,
@@ -655,7 +655,14 @@ fn flag_if_regressing(
         failure_rate,
         predecessor,
     });
-    step(s, p, &cur, body, "skill.observe_flag", Pointer::Follow)?;
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillObserveFlag,
+        Pointer::Follow,
+    )?;
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind, Trust};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::principal::Principal;
 use registry_core::retrieval::{
     Embedder, IndexKeys, TextDoc, TextIndex, VectorEntry, VectorIndex, VisibilityFilter,
@@ -684,7 +684,7 @@ fn scope_label(s: &Scope) -> String {
 /// scope, whose events every tenant's audit shows).
 pub(crate) fn audit(
     p: &Principal,
-    action: &str,
+    action: AuditAction,
     scope: &Scope,
     asset: &str,
     before: Option<String>,
@@ -876,7 +876,7 @@ pub(crate) fn publish_citing(
         WriteOp::PutVersion(Box::new(rec.clone())),
         WriteOp::Audit(audit(
             p,
-            "skill.publish",
+            AuditAction::SkillPublish,
             &rec.meta.scope,
             &id,
             None,
@@ -912,7 +912,7 @@ pub(crate) fn step(
     p: &Principal,
     cur: &Loaded,
     body: VersionBody,
-    action: &str,
+    action: AuditAction,
     pointer: Pointer,
 ) -> Result<Loaded> {
     let mut meta = cur.rec.meta.clone();
@@ -1180,7 +1180,7 @@ fn release_ops(
     let id = rec.meta.id.clone();
     ops.push(WriteOp::Audit(audit(
         p,
-        "skill.release",
+        AuditAction::SkillRelease,
         &rec.meta.scope,
         &id,
         before,
@@ -1323,7 +1323,7 @@ pub(crate) fn review(
         Decision::Approve => LifecycleState::Approved,
         Decision::Reject => LifecycleState::Rejected,
     };
-    step(s, p, &cur, body, "skill.review", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillReview, Pointer::Follow)
 }
 
 pub(crate) fn promote(
@@ -1355,7 +1355,14 @@ pub(crate) fn promote(
     let mut body = cur.body.clone();
     body.state = LifecycleState::Published;
     body.published_at = Some(Utc::now());
-    step(s, p, &cur, body, "skill.promote", Pointer::Promote)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillPromote,
+        Pointer::Promote,
+    )
 }
 
 /// A platform principal overrides a failing scan so the version can be approved and promoted.
@@ -1393,7 +1400,14 @@ pub(crate) fn scan_override(
         digest: cur.body.digest.clone(),
         at: Utc::now(),
     });
-    step(s, p, &cur, body, "skill.scan_override", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillScanOverride,
+        Pointer::Follow,
+    )
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1430,7 +1444,14 @@ pub(crate) fn deprecate(
         replacement: req.replacement,
     });
     body.discover.deprecated = true;
-    step(s, p, &cur, body, "skill.deprecate", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillDeprecate,
+        Pointer::Follow,
+    )
 }
 
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
@@ -1457,7 +1478,7 @@ pub(crate) fn yank(
     body.yanked_from = Some(cur.body.state);
     body.yank_reason = req.reason;
     body.state = LifecycleState::Yanked;
-    step(s, p, &cur, body, "skill.yank", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillYank, Pointer::Follow)
 }
 
 /// Deletes a version (every lifecycle record of it, and its archive unless another version
@@ -1531,7 +1552,7 @@ pub(crate) fn unyank(
     body.state = cur.body.yanked_from.unwrap_or(LifecycleState::Published);
     body.yanked_from = None;
     body.yank_reason = None;
-    step(s, p, &cur, body, "skill.unyank", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillUnyank, Pointer::Follow)
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1605,7 +1626,7 @@ pub(crate) fn rollback(
         &mut ops,
     )?;
     if let Some(WriteOp::Audit(a)) = ops.iter_mut().find(|o| matches!(o, WriteOp::Audit(_))) {
-        a.action = "skill.rollback".into();
+        a.action = AuditAction::SkillRollback.into();
     }
     if !ops.is_empty() {
         s.store.commit(ops)?;

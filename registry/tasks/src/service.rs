@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::{Deleter, DeletionLevel, Receipt};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
@@ -107,16 +107,10 @@ pub(crate) fn screen(field: &str, text: &str) -> CoreResult<Vec<String>> {
     Ok(flags)
 }
 
-fn audit(p: &Principal, action: &str, task: &str) -> AuditDraft {
-    AuditDraft {
-        actor: p.user.clone(),
-        tenant: Some(p.tenant.clone()),
-        action: action.into(),
-        asset_id: Some(task.into()),
-        before_hash: None,
-        after_hash: None,
-        reason: None,
-    }
+fn audit(p: &Principal, action: AuditAction, task: &str) -> AuditDraft {
+    AuditDraft::new(&p.user, action)
+        .tenant(&p.tenant)
+        .asset(task)
 }
 
 fn body_hash(b: &TaskBody) -> String {
@@ -257,7 +251,7 @@ impl TaskService {
             lookup_key: None,
             body: serde_json::to_value(&body).map_err(|e| CoreError::backend("tasks", e))?,
         };
-        let mut a = audit(p, "task.create", &rec.meta.id);
+        let mut a = audit(p, AuditAction::TaskCreate, &rec.meta.id);
         a.after_hash = Some(rec.meta.content_hash.clone());
         self.store.commit(vec![
             WriteOp::PutVersion(Box::new(rec.clone())),
@@ -339,9 +333,9 @@ impl TaskService {
             body: serde_json::to_value(&body).map_err(|e| CoreError::backend("tasks", e))?,
         };
         let action = if body.status != old.status {
-            "task.status"
+            AuditAction::TaskStatus
         } else {
-            "task.update"
+            AuditAction::TaskUpdate
         };
         // Ids and hashes only (the change feed projects `task.status` as it stands).
         let mut a = audit(p, action, id);
@@ -396,7 +390,7 @@ impl TaskService {
                 details: json!({ "field": "events", "reason": "too_large", "limit": MAX_TASK_EVENTS }),
             });
         }
-        let mut a = audit(p, "task.events.append", id);
+        let mut a = audit(p, AuditAction::TaskEventsAppend, id);
         a.reason = Some(format!("{} events", news.len()));
         let out = self.store.append_events(id, &news, a)?;
         let events: Vec<AppendedEvent> = out
@@ -531,7 +525,7 @@ impl TaskService {
             summary: summary.map(str::to_string),
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.artifact.put", id);
+        let mut a = audit(p, AuditAction::TaskArtifactPut, id);
         a.after_hash = Some(rec.digest.clone());
         a.reason = Some(format!("artifact {} ({} bytes)", rec.id, rec.size));
         self.store.put_artifact(&rec, a)?;
@@ -663,7 +657,7 @@ impl TaskService {
             content: req.content,
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.summary", id);
+        let mut a = audit(p, AuditAction::TaskSummary, id);
         a.after_hash = Some(mark.covered_hash.clone());
         a.reason = Some(format!("events {}-{}", mark.from_seq, mark.to_seq));
         self.store.put_mark(id, &mark, a)?;
@@ -727,7 +721,7 @@ impl TaskService {
             content: req.label.unwrap_or_default(),
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.checkpoint", id);
+        let mut a = audit(p, AuditAction::TaskCheckpoint, id);
         a.after_hash = Some(mark.covered_hash.clone());
         a.reason = Some(format!("seq {seq}"));
         self.store.put_mark(id, &mark, a)?;
