@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
 use crate::audit::{AuditAction, AuditDraft};
 use crate::derivation::{ChildStore, Relation};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, FieldError};
 use crate::retrieval::{TextIndex, VectorIndex};
 use crate::store::{AssetStore, BlobStore, WriteOp};
 
@@ -172,7 +172,7 @@ pub fn check_reason(reason: Option<String>) -> CoreResult<Option<String>> {
         Some(r) if r.chars().count() > MAX_REASON_CHARS || r.chars().any(char::is_control) => {
             Err(CoreError::validation_with(
                 format!("reason must be at most {MAX_REASON_CHARS} characters on one line"),
-                serde_json::json!({"field": "reason", "reason": "invalid"}),
+                FieldError::new("reason").reason("invalid"),
             ))
         }
         other => Ok(other),

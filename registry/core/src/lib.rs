@@ -27,6 +27,6 @@ pub use asset::{
 };
 pub use audit::{AuditAction, AuditDraft, AuditEvent};
 pub use derivation::{ChildStore, DerivationEdge, Relation};
-pub use error::{CoreError, CoreResult, ErrorCode};
+pub use error::{CoreError, CoreResult, ErrorCode, FieldError};
 pub use principal::{Principal, Role};
 pub use scope::{Scope, ScopeLevel};

@@ -28,7 +28,7 @@ use registry_core::retrieval::{
     Embedder, IndexKeys, TextDoc, TextIndex, VectorEntry, VectorIndex, VisibilityFilter,
 };
 use registry_core::store::{AssetQuery, AssetStore, BlobStore, WriteOp};
-use registry_core::{CoreError, ErrorCode, Scope};
+use registry_core::{CoreError, ErrorCode, FieldError, Scope};
 use serde::{Deserialize, Serialize};
 use skills_sdk::semver::{Version, VersionReq};
 use skills_sdk::{
@@ -657,7 +657,7 @@ pub fn parse_digest(s: &str) -> Result<String> {
         .map(|d| d.to_string())
         .map_err(|_| {
             Error::validation(format!("invalid digest {s:?}: expected sha256:<64 hex>"))
-                .with_details(serde_json::json!({"field": "digest"}))
+                .with_details(FieldError::new("digest"))
         })
 }
 
@@ -754,14 +754,14 @@ pub(crate) fn publish_citing(
     if RESERVED_NAMES.contains(&name.as_str()) {
         return Err(
             Error::validation(format!("the skill name {name:?} is reserved"))
-                .with_details(serde_json::json!({"field": "name", "code": "name.reserved"})),
+                .with_details(FieldError::new("name").with("code", "name.reserved")),
         );
     }
     let given = match set_version {
         None => None,
         Some(v) => Some(Version::parse(v).map_err(|e| {
             Error::validation(format!("version {v:?} is not semver: {e}"))
-                .with_details(serde_json::json!({"field": "version"}))
+                .with_details(FieldError::new("version"))
         })?),
     };
     let version = match (skill.version(), given) {
@@ -769,14 +769,14 @@ pub(crate) fn publish_citing(
             return Err(Error::validation(format!(
                 "version {b} disagrees with the skill's own version {a}"
             ))
-            .with_details(serde_json::json!({"field": "version"})));
+            .with_details(FieldError::new("version")));
         }
         (Some(v), _) | (None, Some(v)) => v,
         (None, None) => {
             return Err(Error::validation(
                 "the skill declares no version: add skill.toml or pass ?version=",
             )
-            .with_details(serde_json::json!({"field": "version", "code": "version.missing"})));
+            .with_details(FieldError::new("version").with("code", "version.missing")));
         }
     };
     let scope = scope_for(p, skill.manifest.as_ref().and_then(|m| m.scope.as_ref()));
@@ -1204,7 +1204,9 @@ pub(crate) fn check_note(field: &str, v: Option<&str>) -> Result<()> {
                 "{field} must be at most {MAX_NOTE_CHARS} characters"
             ))
             .with_details(
-                serde_json::json!({"field": field, "reason": "invalid", "limit": MAX_NOTE_CHARS}),
+                FieldError::new(field)
+                    .reason("invalid")
+                    .limit(MAX_NOTE_CHARS),
             ))
         }
         _ => Ok(()),
@@ -1289,7 +1291,11 @@ pub(crate) fn review(
             ErrorCode::PayloadTooLarge,
             format!("a review comment is at most {MAX_REVIEW_COMMENT_CHARS} characters"),
         )
-        .with_details(serde_json::json!({"field": "comment", "reason": "too_large", "limit": MAX_REVIEW_COMMENT_CHARS})));
+        .with_details(
+            FieldError::new("comment")
+                .reason("too_large")
+                .limit(MAX_REVIEW_COMMENT_CHARS),
+        ));
     }
     if cur.body.reviews.len() >= MAX_REVIEWS {
         return Err(Error::new(
@@ -1297,7 +1303,9 @@ pub(crate) fn review(
             format!("{name}@{version} has {MAX_REVIEWS} reviews already; publish a new version"),
         )
         .with_details(
-            serde_json::json!({"field": "reviews", "reason": "limit", "limit": MAX_REVIEWS}),
+            FieldError::new("reviews")
+                .reason("limit")
+                .limit(MAX_REVIEWS),
         ));
     }
     if cur.body.author == p.user {
@@ -1384,7 +1392,7 @@ pub(crate) fn scan_override(
     }
     if registry_core::text::is_blank(&req.reason) {
         return Err(Error::validation("an override needs a reason")
-            .with_details(serde_json::json!({"field": "reason", "reason": "empty"})));
+            .with_details(FieldError::new("reason").reason("empty")));
     }
     check_note("reason", Some(&req.reason))?;
     if !cur.body.scan.as_ref().is_some_and(|r| r.failed()) {
@@ -1433,7 +1441,7 @@ pub(crate) fn deprecate(
     lifecycle::check(cur.body.state, Action::Deprecate)?;
     if registry_core::text::is_blank(&req.message) {
         return Err(Error::validation("a deprecation needs a message")
-            .with_details(serde_json::json!({"field": "message", "reason": "empty"})));
+            .with_details(FieldError::new("message").reason("empty")));
     }
     check_note("message", Some(&req.message))?;
     check_note("replacement", req.replacement.as_deref())?;

@@ -17,8 +17,7 @@ use registry_core::store::{AssetQuery, BlobStore, Store, WriteOp};
 use registry_core::task::{
     ArtifactRecord, EventQuery, MarkKind, NewEvent, TaskMark, count_lines, line_range,
 };
-use registry_core::{CoreError, CoreResult, ErrorCode, Scope};
-use serde_json::json;
+use registry_core::{CoreError, CoreResult, ErrorCode, FieldError, Scope};
 
 use crate::limits::*;
 use crate::wire::*;
@@ -39,14 +38,18 @@ impl std::fmt::Debug for TaskService {
 }
 
 pub(crate) fn invalid(field: &str, reason: &str, message: impl Into<String>) -> CoreError {
-    CoreError::validation_with(message, json!({ "field": field, "reason": reason }))
+    CoreError::validation_with(message, FieldError::new(field).reason(reason))
 }
 
 pub(crate) fn too_large(field: &str, len: usize, limit: usize) -> CoreError {
     CoreError::Coded {
         code: ErrorCode::PayloadTooLarge,
         message: format!("{field} is {len} bytes, over the limit of {limit}"),
-        details: json!({ "field": field, "reason": "too_large", "len": len, "limit": limit }),
+        details: FieldError::new(field)
+            .reason("too_large")
+            .len(len)
+            .limit(limit)
+            .into(),
     }
 }
 
@@ -97,7 +100,10 @@ pub(crate) fn screen(field: &str, text: &str) -> CoreResult<Vec<String>> {
         return Err(CoreError::Coded {
             code: ErrorCode::WriteGateRejected,
             message: format!("{field} holds a secret ({})", secrets.join(", ")),
-            details: json!({ "field": field, "reason": "secret", "findings": secrets }),
+            details: FieldError::new(field)
+                .reason("secret")
+                .with("findings", secrets)
+                .into(),
         });
     }
     let mut flags = vec![];
@@ -302,7 +308,9 @@ impl TaskService {
                     "task {id} is at version {}, not {}",
                     head.meta.version, req.version
                 ),
-                details: json!({ "field": "version", "current_version": head.meta.version }),
+                details: FieldError::new("version")
+                    .with("current_version", head.meta.version)
+                    .into(),
             });
         }
         let old = body_of(&head)?;
@@ -387,7 +395,10 @@ impl TaskService {
             return Err(CoreError::Coded {
                 code: ErrorCode::PayloadTooLarge,
                 message: format!("a task holds at most {MAX_TASK_EVENTS} events"),
-                details: json!({ "field": "events", "reason": "too_large", "limit": MAX_TASK_EVENTS }),
+                details: FieldError::new("events")
+                    .reason("too_large")
+                    .limit(MAX_TASK_EVENTS)
+                    .into(),
             });
         }
         let mut a = audit(p, AuditAction::TaskEventsAppend, id);
