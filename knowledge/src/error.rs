@@ -1,6 +1,6 @@
 //! The knowledge crate's error, with the stable code each variant answers with.
 
-use registry_core::{CoreError, ErrorCode};
+use registry_core::{CoreError, ErrorCode, FieldError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -48,15 +48,16 @@ impl Error {
 
     pub fn details(&self) -> serde_json::Value {
         match self {
-            Error::Validation { field, .. } => serde_json::json!({ "field": field }),
-            Error::TooLarge { size, limit } => {
-                serde_json::json!({ "field": "content", "size": size, "limit": limit })
-            }
+            Error::Validation { field, .. } => FieldError::new(*field).into(),
+            Error::TooLarge { size, limit } => FieldError::new("content")
+                .with("size", size)
+                .limit(*limit)
+                .into(),
             Error::TooManyChunks { limit } => {
-                serde_json::json!({ "field": "content", "max_chunks": limit })
+                FieldError::new("content").with("max_chunks", limit).into()
             }
             Error::InvalidUtf8 { offset } => {
-                serde_json::json!({ "field": "content", "offset": offset })
+                FieldError::new("content").with("offset", offset).into()
             }
             Error::Core(e) => e.details(),
             _ => serde_json::Value::Null,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use registry_core::access;
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
@@ -731,7 +731,7 @@ impl KnowledgeService {
                     expect: Some(h.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    AuditDraft::new(&p.user, "knowledge.document.supersede")
+                    AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentSupersede)
                         .in_scope(&prep.scope)
                         .asset(&h.meta.id)
                         .hashes(
@@ -758,7 +758,7 @@ impl KnowledgeService {
                     expect: Some(c.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    AuditDraft::new(&p.user, "knowledge.chunk.supersede")
+                    AuditDraft::new(&p.user, AuditAction::KnowledgeChunkSupersede)
                         .in_scope(&prep.scope)
                         .asset(&c.meta.id)
                         .hashes(Some(c.meta.content_hash.clone()), None),
@@ -767,7 +767,7 @@ impl KnowledgeService {
             }
         }
         ops.push(WriteOp::Audit(
-            AuditDraft::new(&p.user, "knowledge.document.ingest")
+            AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentIngest)
                 .in_scope(&prep.scope)
                 .asset(&doc_id)
                 .hashes(
@@ -781,7 +781,7 @@ impl KnowledgeService {
         for r in &chunk_records {
             let id = r.meta.id.clone();
             ops.push(WriteOp::Audit(
-                AuditDraft::new(&p.user, "knowledge.chunk.create")
+                AuditDraft::new(&p.user, AuditAction::KnowledgeChunkCreate)
                     .in_scope(&prep.scope)
                     .asset(&id)
                     .hashes(None, Some(r.meta.content_hash.clone())),

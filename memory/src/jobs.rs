@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::Regenerator;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
@@ -57,7 +57,7 @@ const SYSTEM: &str = "system:jobs";
 /// The actor of regenerations made by the deletion engine.
 const DELETION: &str = "system:deletion";
 
-fn draft(r: &AssetRecord, action: &str, reason: String) -> AuditDraft {
+fn draft(r: &AssetRecord, action: AuditAction, reason: String) -> AuditDraft {
     let mut d = AuditDraft::new(SYSTEM, action)
         .asset(&r.meta.id)
         .reason(reason);
@@ -276,7 +276,7 @@ impl MemoryService {
                 });
                 ops.push(WriteOp::Audit(draft(
                     m,
-                    "memory.consolidate",
+                    AuditAction::MemoryConsolidate,
                     format!("into {target_id}"),
                 )));
             }
@@ -375,7 +375,7 @@ impl MemoryService {
                     expect: Some(AssetStatus::ConflictPending),
                 },
                 WriteOp::Audit(
-                    draft(&rec, "memory.conflict_resolved", reason)
+                    draft(&rec, AuditAction::MemoryConflictResolved, reason)
                         .hashes(None, Some(rec.meta.content_hash.clone())),
                 ),
             ]);
@@ -420,7 +420,11 @@ impl MemoryService {
                     let expired = rec.meta.is_expired_at(now);
                     (
                         st.decay_weight,
-                        expired.then_some((AssetStatus::Expired, "memory.expire", "ttl elapsed")),
+                        expired.then_some((
+                            AssetStatus::Expired,
+                            AuditAction::MemoryExpire,
+                            "ttl elapsed",
+                        )),
                     )
                 }
                 MemoryClass::Semantic => (1.0, None),
@@ -441,7 +445,7 @@ impl MemoryService {
                         w,
                         low.then_some((
                             AssetStatus::Candidate,
-                            "memory.decay_review",
+                            AuditAction::MemoryDecayReview,
                             "weight below floor",
                         )),
                     )
@@ -456,7 +460,7 @@ impl MemoryService {
                         self.stats.set_review(&rec.meta.id, Some(REVIEW_RETIRE))?;
                         let d = draft(
                             rec,
-                            "memory.retire_proposed",
+                            AuditAction::MemoryRetireProposed,
                             format!("{} harmful, {} helpful votes", st.harmful, st.helpful),
                         );
                         self.store.commit(vec![WriteOp::Audit(d)])?;
@@ -556,7 +560,7 @@ impl MemoryService {
                     child_store: ChildStore::Assets,
                 }));
             }
-            let mut d = AuditDraft::new(DELETION, "memory.regenerate")
+            let mut d = AuditDraft::new(DELETION, AuditAction::MemoryRegenerate)
                 .asset(&child.meta.id)
                 .hashes(
                     Some(child.meta.content_hash.clone()),

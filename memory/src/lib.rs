@@ -15,7 +15,7 @@ pub mod search;
 pub mod service;
 pub mod temporal;
 
-use registry_core::CoreError;
+use registry_core::{CoreError, FieldError};
 
 pub use gate::{Decision, Reason, ReasonCode};
 pub use record::{Layer, MemoryBody, MemoryClass, MemoryStats, MemoryView, WriteRequest};
@@ -84,14 +84,16 @@ impl Error {
             Error::Core(c) => c.details(),
             Error::Rejected(reasons) => json!({ "decision": "rejected", "reasons": reasons }),
             Error::IdempotencyKeyReused => json!({ "header": "Idempotency-Key" }),
-            Error::TooLarge { field, len, limit } => {
-                json!({ "field": field, "reason": "too_large", "len": len, "limit": limit })
-            }
+            Error::TooLarge { field, len, limit } => FieldError::new(*field)
+                .reason("too_large")
+                .len(*len)
+                .limit(*limit)
+                .into(),
             Error::Forbidden { reasons, .. } if !reasons.is_empty() => {
                 json!({ "reasons": reasons })
             }
             Error::Forbidden { .. } | Error::NotFound(_) => serde_json::Value::Null,
-            Error::Invalid { field, .. } => json!({ "field": field, "reason": "invalid" }),
+            Error::Invalid { field, .. } => FieldError::new(field).reason("invalid").into(),
             Error::Transition {
                 from,
                 action,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use registry_core::access::{self, Action, Sight};
 use registry_core::asset::{AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::locks::KeyedLocks;
@@ -180,7 +180,7 @@ fn request_hash(p: &Principal, req: &WriteRequest) -> String {
     ])
 }
 
-fn audit(p: &Principal, action: &str, rec: &AssetMeta) -> AuditDraft {
+fn audit(p: &Principal, action: AuditAction, rec: &AssetMeta) -> AuditDraft {
     AuditDraft::new(&p.user, action)
         .in_scope(&rec.scope)
         .asset(&rec.id)
@@ -859,7 +859,7 @@ impl MemoryService {
                     expect: Some(old.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    audit(p, "memory.supersede", &old.meta)
+                    audit(p, AuditAction::MemorySupersede, &old.meta)
                         .hashes(
                             Some(old.meta.content_hash.clone()),
                             Some(meta.content_hash.clone()),
@@ -887,7 +887,7 @@ impl MemoryService {
         };
         ops.insert(0, WriteOp::PutVersion(Box::new(rec.clone())));
         ops.push(WriteOp::Audit(
-            audit(p, "memory.write", &meta)
+            audit(p, AuditAction::MemoryWrite, &meta)
                 .hashes(None, Some(meta.content_hash.clone()))
                 .reason(decision.as_str()),
         ));
@@ -959,7 +959,7 @@ impl MemoryService {
             }
         }
         ops.push(WriteOp::Audit(
-            audit(p, "memory.merge", &into.meta)
+            audit(p, AuditAction::MemoryMerge, &into.meta)
                 .hashes(
                     Some(into.meta.content_hash.clone()),
                     Some(meta.content_hash.clone()),
@@ -1239,7 +1239,7 @@ impl MemoryService {
             return Err(Error::NotFound(id.to_string()));
         }
         let helpful = req.outcome == Outcome::Helpful;
-        let mut draft = audit(p, "memory.feedback", &rec.meta).reason(if helpful {
+        let mut draft = audit(p, AuditAction::MemoryFeedback, &rec.meta).reason(if helpful {
             "helpful"
         } else {
             "harmful"
@@ -1357,13 +1357,15 @@ impl MemoryService {
                     expect: Some(old.meta.status),
                 });
                 ops.push(WriteOp::Audit(
-                    audit(p, "memory.supersede", &old.meta).reason(format!("confirmed {id}")),
+                    audit(p, AuditAction::MemorySupersede, &old.meta)
+                        .reason(format!("confirmed {id}")),
                 ));
                 old_ids.push(old.meta.id);
             }
         }
         ops.push(WriteOp::Audit(
-            audit(p, "memory.confirm", &rec.meta).reason(format!("from {}", from.as_str())),
+            audit(p, AuditAction::MemoryConfirm, &rec.meta)
+                .reason(format!("from {}", from.as_str())),
         ));
         let v = self.search.embed_one(&body.embed_text())?;
         self.store.commit(ops)?;
@@ -1400,9 +1402,9 @@ impl MemoryService {
             });
         }
         let action = if flagged {
-            "memory.retire"
+            AuditAction::MemoryRetire
         } else {
-            "memory.reject"
+            AuditAction::MemoryReject
         };
         self.store.commit(vec![
             WriteOp::SetStatus {
@@ -1441,7 +1443,7 @@ impl MemoryService {
                     expect: Some(rec.meta.status),
                 },
                 WriteOp::Audit(
-                    audit(p, "memory.revoke", &rec.meta)
+                    audit(p, AuditAction::MemoryRevoke, &rec.meta)
                         .hashes(Some(rec.meta.content_hash.clone()), None)
                         .reason(format!("from {}", rec.meta.status.as_str())),
                 ),

@@ -3,7 +3,7 @@
 
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::{DeletionLevel, Receipt, ReceiptStatus};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
@@ -46,7 +46,7 @@ fn put(
         }));
     }
     ops.push(WriteOp::Audit(
-        AuditDraft::new("ann", "test.write")
+        AuditDraft::new("ann", AuditAction::MemoryWrite)
             .tenant(tenant)
             .asset(id.clone()),
     ));

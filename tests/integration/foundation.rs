@@ -6,7 +6,7 @@ use serde_json::json;
 use crate::common::*;
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::hash::sha256_hex;
 use registry_core::store::WriteOp;
 
@@ -30,7 +30,7 @@ fn seed_asset(app: &TestApp, tenant: &str) -> String {
                 body: json!({"text": "seed"}),
             })),
             WriteOp::Audit(
-                AuditDraft::new("ann", "seed")
+                AuditDraft::new("ann", AuditAction::MemoryWrite)
                     .tenant(tenant)
                     .asset(id.clone()),
             ),

@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use registry_core::ErrorCode;
 use registry_core::principal::Principal;
 use registry_core::store::StoredManifest;
+use registry_core::{ErrorCode, FieldError};
 use registry_knowledge::Freshness;
 use registry_memory::record::{Layer as MemLayer, LevelName, MemoryClass};
 use registry_memory::search::{MemoryHit, SearchRequest as MemSearch, scope_level_of_key};
@@ -597,8 +597,7 @@ fn memory_candidate(
 
 fn validate(req: &PackRequest) -> Result<()> {
     let bad = |field: &str, msg: String| {
-        Err(Error::validation(msg)
-            .with_details(serde_json::json!({ "field": field, "reason": "invalid" })))
+        Err(Error::validation(msg).with_details(FieldError::new(field).reason("invalid")))
     };
     let too_large = |field: &str, len: usize, limit: usize| -> Result<()> {
         if len > limit {
@@ -606,9 +605,12 @@ fn validate(req: &PackRequest) -> Result<()> {
                 ErrorCode::PayloadTooLarge,
                 format!("{field} is {len} bytes; at most {limit} are accepted"),
             )
-            .with_details(serde_json::json!({
-                "field": field, "reason": "too_large", "len": len, "limit": limit
-            })));
+            .with_details(
+                FieldError::new(field)
+                    .reason("too_large")
+                    .len(len)
+                    .limit(limit),
+            ));
         }
         Ok(())
     };
@@ -629,10 +631,12 @@ fn validate(req: &PackRequest) -> Result<()> {
             "{} fixed rules; at most {MAX_FIXED_RULES} are accepted",
             req.fixed_rules.len()
         ))
-        .with_details(serde_json::json!({
-            "field": "fixed_rules", "reason": "too_many", "len": req.fixed_rules.len(),
-            "limit": MAX_FIXED_RULES
-        })));
+        .with_details(
+            FieldError::new("fixed_rules")
+                .reason("too_many")
+                .len(req.fixed_rules.len())
+                .limit(MAX_FIXED_RULES),
+        ));
     }
     for r in &req.fixed_rules {
         too_large("fixed_rules", r.len(), MAX_TEXT_BYTES)?;

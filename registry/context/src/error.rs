@@ -22,8 +22,8 @@ impl Error {
         }
     }
 
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = details;
+    pub fn with_details(mut self, details: impl Into<serde_json::Value>) -> Self {
+        self.details = details.into();
         self
     }
 

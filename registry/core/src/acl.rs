@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, FieldError};
 
 #[derive(
     Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -62,7 +62,7 @@ impl Acl {
         if entries.is_empty() {
             return Err(CoreError::validation_with(
                 "ACL names nobody",
-                serde_json::json!({ "field": "acl", "rule": "non_empty" }),
+                FieldError::new("acl").with("rule", "non_empty"),
             ));
         }
         let mut e = entries;

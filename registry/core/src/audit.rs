@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use strum::{Display, EnumIter, EnumString, IntoStaticStr};
 
 use crate::hash::sha256_fields;
 
@@ -57,11 +58,218 @@ impl AuditKey {
 /// The hash that precedes the first event.
 pub const GENESIS_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// Every action the registry records, each with its stable dotted name.
+///
+/// The name is what is stored and served (`AuditDraft::action`) and what the chain's hash
+/// covers, so a variant's name is never changed once released; a new action is a new variant.
+/// Rows keep the text, not the variant: a row whose text no variant names (written by an older
+/// release, or by hand) still reads and verifies, and [`AuditDraft::audit_action`] gives `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Display, EnumIter, EnumString, IntoStaticStr)]
+pub enum AuditAction {
+    // Memory: the gate's writes and the reviewers' decisions.
+    /// A write through the gate; the reason is the gate's decision.
+    #[strum(serialize = "memory.write")]
+    MemoryWrite,
+    #[strum(serialize = "memory.supersede")]
+    MemorySupersede,
+    #[strum(serialize = "memory.merge")]
+    MemoryMerge,
+    #[strum(serialize = "memory.feedback")]
+    MemoryFeedback,
+    #[strum(serialize = "memory.confirm")]
+    MemoryConfirm,
+    #[strum(serialize = "memory.retire")]
+    MemoryRetire,
+    #[strum(serialize = "memory.reject")]
+    MemoryReject,
+    #[strum(serialize = "memory.revoke")]
+    MemoryRevoke,
+    // Memory: the jobs and the deletion engine.
+    #[strum(serialize = "memory.consolidate")]
+    MemoryConsolidate,
+    #[strum(serialize = "memory.conflict_resolved")]
+    MemoryConflictResolved,
+    #[strum(serialize = "memory.expire")]
+    MemoryExpire,
+    #[strum(serialize = "memory.decay_review")]
+    MemoryDecayReview,
+    #[strum(serialize = "memory.retire_proposed")]
+    MemoryRetireProposed,
+    /// A summary regenerated without a deleted parent.
+    #[strum(serialize = "memory.regenerate")]
+    MemoryRegenerate,
+    // Knowledge.
+    #[strum(serialize = "knowledge.document.ingest")]
+    KnowledgeDocumentIngest,
+    #[strum(serialize = "knowledge.document.supersede")]
+    KnowledgeDocumentSupersede,
+    #[strum(serialize = "knowledge.chunk.create")]
+    KnowledgeChunkCreate,
+    #[strum(serialize = "knowledge.chunk.supersede")]
+    KnowledgeChunkSupersede,
+    // Skills: the lifecycle of a version.
+    #[strum(serialize = "skill.publish")]
+    SkillPublish,
+    #[strum(serialize = "skill.test")]
+    SkillTest,
+    #[strum(serialize = "skill.test_self_reported")]
+    SkillTestSelfReported,
+    #[strum(serialize = "skill.test_waiver")]
+    SkillTestWaiver,
+    #[strum(serialize = "skill.review")]
+    SkillReview,
+    #[strum(serialize = "skill.promote")]
+    SkillPromote,
+    #[strum(serialize = "skill.scan_override")]
+    SkillScanOverride,
+    #[strum(serialize = "skill.release")]
+    SkillRelease,
+    #[strum(serialize = "skill.deprecate")]
+    SkillDeprecate,
+    #[strum(serialize = "skill.yank")]
+    SkillYank,
+    #[strum(serialize = "skill.unyank")]
+    SkillUnyank,
+    #[strum(serialize = "skill.rollback")]
+    SkillRollback,
+    #[strum(serialize = "skill.run_report")]
+    SkillRunReport,
+    #[strum(serialize = "skill.observe_flag")]
+    SkillObserveFlag,
+    // Tasks.
+    #[strum(serialize = "task.create")]
+    TaskCreate,
+    #[strum(serialize = "task.update")]
+    TaskUpdate,
+    #[strum(serialize = "task.status")]
+    TaskStatus,
+    #[strum(serialize = "task.events.append")]
+    TaskEventsAppend,
+    #[strum(serialize = "task.artifact.put")]
+    TaskArtifactPut,
+    #[strum(serialize = "task.summary")]
+    TaskSummary,
+    #[strum(serialize = "task.checkpoint")]
+    TaskCheckpoint,
+    // Deletion: the levels of one receipt.
+    #[strum(serialize = "deletion.revoke")]
+    DeletionRevoke,
+    #[strum(serialize = "deletion.purge")]
+    DeletionPurge,
+    #[strum(serialize = "deletion.purge_versions")]
+    DeletionPurgeVersions,
+    #[strum(serialize = "deletion.complete")]
+    DeletionComplete,
+    /// An erased user's assets handed to another owner.
+    #[strum(serialize = "asset.reown")]
+    AssetReown,
+    // Access and the change feed.
+    #[strum(serialize = "key.create")]
+    KeyCreate,
+    #[strum(serialize = "key.revoke")]
+    KeyRevoke,
+    #[strum(serialize = "webhook.create")]
+    WebhookCreate,
+    #[strum(serialize = "webhook.delete")]
+    WebhookDelete,
+}
+
+impl AuditAction {
+    /// The stored and served name (`memory.write`, …).
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The action a stored name denotes, if any does.
+    pub fn parse(s: &str) -> Option<AuditAction> {
+        s.parse().ok()
+    }
+
+    /// A step of a deletion receipt (revoke, purge, purge of old versions, completion).
+    pub fn is_deletion(self) -> bool {
+        matches!(
+            self,
+            AuditAction::DeletionRevoke
+                | AuditAction::DeletionPurge
+                | AuditAction::DeletionPurgeVersions
+                | AuditAction::DeletionComplete
+        )
+    }
+
+    /// Something taken out of use at once: a memory, a key, or a deletion's first level.
+    pub fn is_revocation(self) -> bool {
+        matches!(
+            self,
+            AuditAction::MemoryRevoke | AuditAction::KeyRevoke | AuditAction::DeletionRevoke
+        )
+    }
+
+    /// The change-feed kind the action projects to. `memory.write` is split further by the
+    /// gate's decision ([`crate::feed::kind_of`]); `deletion.revoke` is a document deletion
+    /// only when a root of its receipt is a document (the projection checks).
+    pub fn feed_kind(self) -> Option<crate::feed::FeedKind> {
+        use crate::feed::FeedKind;
+        use AuditAction::*;
+        Some(match self {
+            SkillPublish | SkillRelease | SkillReview | SkillPromote | SkillScanOverride
+            | SkillDeprecate | SkillYank | SkillUnyank | SkillRollback => {
+                FeedKind::SkillVersionMoved
+            }
+            MemoryWrite | MemoryMerge | MemoryConfirm => FeedKind::MemoryWritten,
+            MemoryRevoke => FeedKind::MemoryRevoked,
+            KnowledgeDocumentIngest => FeedKind::DocumentIngested,
+            DeletionRevoke => FeedKind::DocumentDeleted,
+            DeletionComplete => FeedKind::ReceiptCompleted,
+            TaskStatus => FeedKind::TaskStatus,
+            // Listed, not `_`: a new action decides whether subscribers see it.
+            MemorySupersede
+            | MemoryFeedback
+            | MemoryRetire
+            | MemoryReject
+            | MemoryConsolidate
+            | MemoryConflictResolved
+            | MemoryExpire
+            | MemoryDecayReview
+            | MemoryRetireProposed
+            | MemoryRegenerate
+            | KnowledgeDocumentSupersede
+            | KnowledgeChunkCreate
+            | KnowledgeChunkSupersede
+            | SkillTest
+            | SkillTestSelfReported
+            | SkillTestWaiver
+            | SkillRunReport
+            | SkillObserveFlag
+            | TaskCreate
+            | TaskUpdate
+            | TaskEventsAppend
+            | TaskArtifactPut
+            | TaskSummary
+            | TaskCheckpoint
+            | DeletionPurge
+            | DeletionPurgeVersions
+            | AssetReown
+            | KeyCreate
+            | KeyRevoke
+            | WebhookCreate
+            | WebhookDelete => return None,
+        })
+    }
+}
+
+impl From<AuditAction> for String {
+    fn from(a: AuditAction) -> String {
+        a.as_str().to_string()
+    }
+}
+
 /// What a caller asks to record; the log assigns sequence, time and hashes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditDraft {
     pub actor: String,
     pub tenant: Option<String>,
+    // An `AuditAction`'s name, kept as text so that any stored row reads and verifies (a plain
+    // comment: a doc comment would change the served schema).
     pub action: String,
     pub asset_id: Option<String>,
     pub before_hash: Option<String>,
@@ -70,7 +278,7 @@ pub struct AuditDraft {
 }
 
 impl AuditDraft {
-    pub fn new(actor: impl Into<String>, action: impl Into<String>) -> Self {
+    pub fn new(actor: impl Into<String>, action: AuditAction) -> Self {
         AuditDraft {
             actor: actor.into(),
             tenant: None,
@@ -80,6 +288,11 @@ impl AuditDraft {
             after_hash: None,
             reason: None,
         }
+    }
+
+    /// The action recorded, when its name is one this release knows.
+    pub fn audit_action(&self) -> Option<AuditAction> {
+        AuditAction::parse(&self.action)
     }
 
     pub fn tenant(mut self, t: impl Into<String>) -> Self {
@@ -415,7 +628,7 @@ mod tests {
                 let e = AuditEvent::seal(
                     i,
                     Utc::now(),
-                    AuditDraft::new("ann", "memory.write").asset(format!("a{i}")),
+                    AuditDraft::new("ann", AuditAction::MemoryWrite).asset(format!("a{i}")),
                     prev.clone(),
                     key,
                 );
@@ -423,6 +636,129 @@ mod tests {
                 e
             })
             .collect()
+    }
+
+    /// The names as released: stored rows and the chain's hashes carry them, so none may
+    /// change. Adding an action adds a line here.
+    const RELEASED: [&str; 48] = [
+        "memory.write",
+        "memory.supersede",
+        "memory.merge",
+        "memory.feedback",
+        "memory.confirm",
+        "memory.retire",
+        "memory.reject",
+        "memory.revoke",
+        "memory.consolidate",
+        "memory.conflict_resolved",
+        "memory.expire",
+        "memory.decay_review",
+        "memory.retire_proposed",
+        "memory.regenerate",
+        "knowledge.document.ingest",
+        "knowledge.document.supersede",
+        "knowledge.chunk.create",
+        "knowledge.chunk.supersede",
+        "skill.publish",
+        "skill.test",
+        "skill.test_self_reported",
+        "skill.test_waiver",
+        "skill.review",
+        "skill.promote",
+        "skill.scan_override",
+        "skill.release",
+        "skill.deprecate",
+        "skill.yank",
+        "skill.unyank",
+        "skill.rollback",
+        "skill.run_report",
+        "skill.observe_flag",
+        "task.create",
+        "task.update",
+        "task.status",
+        "task.events.append",
+        "task.artifact.put",
+        "task.summary",
+        "task.checkpoint",
+        "deletion.revoke",
+        "deletion.purge",
+        "deletion.purge_versions",
+        "deletion.complete",
+        "asset.reown",
+        "key.create",
+        "key.revoke",
+        "webhook.create",
+        "webhook.delete",
+    ];
+
+    #[test]
+    fn every_action_name_round_trips_is_unique_and_was_released() {
+        use strum::IntoEnumIterator;
+        let names: Vec<&str> = AuditAction::iter().map(AuditAction::as_str).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(
+            unique.len(),
+            names.len(),
+            "a name is given twice: {names:?}"
+        );
+        let released: std::collections::BTreeSet<&str> = RELEASED.into_iter().collect();
+        assert_eq!(unique, released);
+        for a in AuditAction::iter() {
+            assert_eq!(AuditAction::parse(a.as_str()), Some(a));
+            assert_eq!(a.to_string(), a.as_str());
+            assert_eq!(String::from(a), a.as_str());
+            assert_eq!(AuditDraft::new("ann", a).audit_action(), Some(a));
+        }
+        assert_eq!(AuditAction::parse("memory.nope"), None);
+    }
+
+    /// The predicates the overview and the feed match on, against the names they replaced
+    /// (`starts_with("deletion.")`, `contains("revoke")` and the feed's table).
+    #[test]
+    fn the_predicates_pick_the_actions_their_names_say() {
+        use crate::feed::FeedKind;
+        use strum::IntoEnumIterator;
+        for a in AuditAction::iter() {
+            let n = a.as_str();
+            assert_eq!(a.is_deletion(), n.starts_with("deletion."), "{n}");
+            assert_eq!(a.is_revocation(), n.contains("revoke"), "{n}");
+        }
+        let fed: Vec<(&str, FeedKind)> = AuditAction::iter()
+            .filter_map(|a| Some((a.as_str(), a.feed_kind()?)))
+            .collect();
+        let moved = FeedKind::SkillVersionMoved;
+        assert_eq!(
+            fed,
+            [
+                ("memory.write", FeedKind::MemoryWritten),
+                ("memory.merge", FeedKind::MemoryWritten),
+                ("memory.confirm", FeedKind::MemoryWritten),
+                ("memory.revoke", FeedKind::MemoryRevoked),
+                ("knowledge.document.ingest", FeedKind::DocumentIngested),
+                ("skill.publish", moved),
+                ("skill.review", moved),
+                ("skill.promote", moved),
+                ("skill.scan_override", moved),
+                ("skill.release", moved),
+                ("skill.deprecate", moved),
+                ("skill.yank", moved),
+                ("skill.unyank", moved),
+                ("skill.rollback", moved),
+                ("task.status", FeedKind::TaskStatus),
+                ("deletion.revoke", FeedKind::DocumentDeleted),
+                ("deletion.complete", FeedKind::ReceiptCompleted),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_whose_action_no_variant_names_still_verifies() {
+        let key = AuditKey::from_bytes([7; 32]);
+        let mut old = AuditDraft::new("ann", AuditAction::MemoryWrite);
+        old.action = "summary.write".into();
+        assert_eq!(old.audit_action(), None);
+        let e = AuditEvent::seal(1, Utc::now(), old, GENESIS_HASH.into(), Some(&key));
+        assert_eq!(verify_chain([e], Some(&key)), Ok(1));
     }
 
     #[test]

@@ -23,9 +23,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
-use crate::audit::AuditDraft;
+use crate::audit::{AuditAction, AuditDraft};
 use crate::derivation::{ChildStore, Relation};
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, FieldError};
 use crate::retrieval::{TextIndex, VectorIndex};
 use crate::store::{AssetStore, BlobStore, WriteOp};
 
@@ -172,7 +172,7 @@ pub fn check_reason(reason: Option<String>) -> CoreResult<Option<String>> {
         Some(r) if r.chars().count() > MAX_REASON_CHARS || r.chars().any(char::is_control) => {
             Err(CoreError::validation_with(
                 format!("reason must be at most {MAX_REASON_CHARS} characters on one line"),
-                serde_json::json!({"field": "reason", "reason": "invalid"}),
+                FieldError::new("reason").reason("invalid"),
             ))
         }
         other => Ok(other),
@@ -358,7 +358,7 @@ impl DeletionEngine<'_> {
         ops.push(WriteOp::Audit(AuditDraft {
             actor: r.actor.clone(),
             tenant: r.tenant.clone(),
-            action: "deletion.revoke".into(),
+            action: AuditAction::DeletionRevoke.into(),
             asset_id: Some(r.id.clone()),
             before_hash: None,
             after_hash: None,
@@ -390,7 +390,7 @@ impl DeletionEngine<'_> {
         self.store.commit(vec![WriteOp::Audit(AuditDraft {
             actor: r.actor.clone(),
             tenant: r.tenant.clone(),
-            action: "deletion.complete".into(),
+            action: AuditAction::DeletionComplete.into(),
             asset_id: Some(r.id.clone()),
             before_hash: None,
             after_hash: None,
@@ -440,7 +440,7 @@ impl DeletionEngine<'_> {
                     AuditDraft {
                         actor: r.actor.clone(),
                         tenant: r.tenant.clone(),
-                        action: "deletion.purge".into(),
+                        action: AuditAction::DeletionPurge.into(),
                         asset_id: Some(r.id.clone()),
                         before_hash: None,
                         after_hash: None,
@@ -455,7 +455,7 @@ impl DeletionEngine<'_> {
                             AuditDraft {
                                 actor: r.actor.clone(),
                                 tenant: r.tenant.clone(),
-                                action: "deletion.purge_versions".into(),
+                                action: AuditAction::DeletionPurgeVersions.into(),
                                 asset_id: Some(a.id.clone()),
                                 before_hash: None,
                                 after_hash: None,

@@ -109,6 +109,79 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// What was wrong with one field of a request: the `details` of a validation error, one shape
+/// at every door (HTTP, MCP, console).
+///
+/// `field` is the JSON path in the body (`memories[2].content`), or a query parameter, path
+/// segment or header name, with `in` saying which. Keys are left out when absent, so each
+/// refusal answers exactly the keys it documents.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    /// A stable snake_case code: `invalid`, `invalid_type`, `missing`, `too_large`, `limit`, …
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Where the field is when not in the body: `query` or `path`.
+    #[serde(rename = "in", skip_serializing_if = "Option::is_none")]
+    pub location: Option<&'static str>,
+    /// The size found, in the unit of the limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub len: Option<u64>,
+    /// The documented maximum the field went over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Keys particular to one refusal (`findings`, `memory_id`, `current_version`, …).
+    #[serde(flatten)]
+    pub more: serde_json::Map<String, serde_json::Value>,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: None,
+            location: None,
+            len: None,
+            limit: None,
+            more: serde_json::Map::new(),
+        }
+    }
+
+    pub fn reason(mut self, r: impl Into<String>) -> Self {
+        self.reason = Some(r.into());
+        self
+    }
+
+    /// The field is a query parameter (`"query"`) or a path segment (`"path"`).
+    pub fn located_in(mut self, place: &'static str) -> Self {
+        self.location = Some(place);
+        self
+    }
+
+    pub fn len(mut self, n: impl TryInto<u64>) -> Self {
+        self.len = Some(n.try_into().unwrap_or(u64::MAX));
+        self
+    }
+
+    pub fn limit(mut self, n: impl TryInto<u64>) -> Self {
+        self.limit = Some(n.try_into().unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Adds a key of this refusal's own.
+    pub fn with(mut self, key: &str, value: impl Serialize) -> Self {
+        let v = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.more.insert(key.to_string(), v);
+        self
+    }
+}
+
+impl From<FieldError> for serde_json::Value {
+    fn from(e: FieldError) -> serde_json::Value {
+        serde_json::to_value(e).expect("a field error serialises")
+    }
+}
+
 /// The core's error. Backends wrap their own failures as [`CoreError::Backend`].
 #[derive(Debug, thiserror::Error)]
 pub enum CoreError {
@@ -156,10 +229,13 @@ impl CoreError {
         }
     }
 
-    pub fn validation_with(message: impl Into<String>, details: serde_json::Value) -> Self {
+    pub fn validation_with(
+        message: impl Into<String>,
+        details: impl Into<serde_json::Value>,
+    ) -> Self {
         CoreError::Validation {
             message: message.into(),
-            details,
+            details: details.into(),
         }
     }
 
@@ -217,5 +293,30 @@ mod tests {
         }
         assert_eq!(ErrorCode::Unauthenticated.http_status(), 401);
         assert_eq!(ErrorCode::PayloadTooLarge.http_status(), 413);
+    }
+
+    #[test]
+    fn a_field_error_answers_only_the_keys_it_has() {
+        use serde_json::{Value, json};
+        assert_eq!(
+            Value::from(FieldError::new("query")),
+            json!({"field": "query"})
+        );
+        assert_eq!(
+            Value::from(FieldError::new("note").reason("too_large").len(9).limit(8)),
+            json!({"field": "note", "reason": "too_large", "len": 9, "limit": 8})
+        );
+        assert_eq!(
+            Value::from(
+                FieldError::new("after")
+                    .reason("invalid")
+                    .located_in("query")
+            ),
+            json!({"field": "after", "reason": "invalid", "in": "query"})
+        );
+        assert_eq!(
+            Value::from(FieldError::new("version").with("current_version", 3)),
+            json!({"field": "version", "current_version": 3})
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! already an outbox: append-only, sequence-numbered without gaps (writes serialise behind one
 //! lock on every backend), written in the same transaction as the change it records, and
 //! holding ids and hashes only. A feed event is an audit event whose action names a feed kind
-//! ([`FEED_ACTIONS`], one table), shown to a subscriber only when its key may see the asset at
+//! ([`AuditAction::feed_kind`]), shown to a subscriber only when its key may see the asset at
 //! delivery time (see `registry_services::feed`).
 //!
 //! Webhooks keep their own state beside it ([`FeedStore`]): a cursor into the log per webhook
@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::asset::AssetKind;
-use crate::audit::AuditDraft;
+use crate::audit::{AuditAction, AuditDraft};
 use crate::error::CoreResult;
 use crate::scope::Scope;
 
@@ -88,44 +88,22 @@ impl FeedKind {
     }
 }
 
-/// Audit action → feed kind. `memory.write` is split by the gate's decision, kept in the
-/// event's reason ([`kind_of`]); `deletion.revoke` is a document deletion only when a root of
-/// its receipt is a document (the projection checks). `task.status` is written by tasks.
-pub const FEED_ACTIONS: &[(&str, FeedKind)] = &[
-    ("skill.publish", FeedKind::SkillVersionMoved),
-    ("skill.release", FeedKind::SkillVersionMoved),
-    ("skill.review", FeedKind::SkillVersionMoved),
-    ("skill.promote", FeedKind::SkillVersionMoved),
-    ("skill.scan_override", FeedKind::SkillVersionMoved),
-    ("skill.deprecate", FeedKind::SkillVersionMoved),
-    ("skill.yank", FeedKind::SkillVersionMoved),
-    ("skill.unyank", FeedKind::SkillVersionMoved),
-    ("skill.rollback", FeedKind::SkillVersionMoved),
-    ("memory.write", FeedKind::MemoryWritten),
-    ("memory.merge", FeedKind::MemoryWritten),
-    ("memory.confirm", FeedKind::MemoryWritten),
-    ("memory.revoke", FeedKind::MemoryRevoked),
-    ("knowledge.document.ingest", FeedKind::DocumentIngested),
-    ("deletion.revoke", FeedKind::DocumentDeleted),
-    ("deletion.complete", FeedKind::ReceiptCompleted),
-    ("task.status", FeedKind::TaskStatus),
-];
-
 /// The gate's decisions (the reason of `memory.write`) that hold a memory for review.
 const HELD_DECISIONS: [&str; 2] = ["candidate", "conflict_pending"];
 
 /// The feed kind of an audit event, if it has one. A rejected memory write stores nothing
 /// anyone could read, so it has none.
 pub fn kind_of(d: &AuditDraft) -> Option<FeedKind> {
-    let (_, kind) = FEED_ACTIONS.iter().find(|(a, _)| *a == d.action)?;
-    if d.action == "memory.write" {
+    let action = d.audit_action()?;
+    let kind = action.feed_kind()?;
+    if action == AuditAction::MemoryWrite {
         return match d.reason.as_deref() {
             Some("rejected") => None,
             Some(r) if HELD_DECISIONS.contains(&r) => Some(FeedKind::MemoryHeld),
-            _ => Some(*kind),
+            _ => Some(kind),
         };
     }
-    Some(*kind)
+    Some(kind)
 }
 
 /// One event of the feed: ids, kinds, hashes and scope, never content nor the caller's text.
@@ -289,14 +267,17 @@ mod tests {
 
     #[test]
     fn held_memory_writes_are_their_own_kind_and_rejections_none() {
-        let w = |r: &str| AuditDraft::new("ann", "memory.write").reason(r);
+        let w = |r: &str| AuditDraft::new("ann", AuditAction::MemoryWrite).reason(r);
         assert_eq!(kind_of(&w("accepted")), Some(FeedKind::MemoryWritten));
         assert_eq!(kind_of(&w("candidate")), Some(FeedKind::MemoryHeld));
         assert_eq!(kind_of(&w("conflict_pending")), Some(FeedKind::MemoryHeld));
         assert_eq!(kind_of(&w("rejected")), None);
-        assert_eq!(kind_of(&AuditDraft::new("a", "memory.feedback")), None);
         assert_eq!(
-            kind_of(&AuditDraft::new("a", "task.status")),
+            kind_of(&AuditDraft::new("a", AuditAction::MemoryFeedback)),
+            None
+        );
+        assert_eq!(
+            kind_of(&AuditDraft::new("a", AuditAction::TaskStatus)),
             Some(FeedKind::TaskStatus)
         );
     }

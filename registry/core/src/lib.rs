@@ -25,8 +25,8 @@ pub use acl::{Acl, AclEntry};
 pub use asset::{
     AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust,
 };
-pub use audit::{AuditDraft, AuditEvent};
+pub use audit::{AuditAction, AuditDraft, AuditEvent};
 pub use derivation::{ChildStore, DerivationEdge, Relation};
-pub use error::{CoreError, CoreResult, ErrorCode};
+pub use error::{CoreError, CoreResult, ErrorCode, FieldError};
 pub use principal::{Principal, Role};
 pub use scope::{Scope, ScopeLevel};

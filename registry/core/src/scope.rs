@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CoreError, CoreResult};
+use crate::error::{CoreError, CoreResult, FieldError};
 
 #[derive(
     Debug,
@@ -124,7 +124,7 @@ impl Scope {
             {
                 return Err(CoreError::validation_with(
                     format!("scope component {name}={v:?} must be 1-128 chars of [A-Za-z0-9._@-]"),
-                    serde_json::json!({ "field": "scope", "component": name }),
+                    FieldError::new("scope").with("component", name),
                 ));
             }
         }

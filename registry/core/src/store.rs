@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus, Sensitivity};
 use crate::audit::{AuditDraft, AuditEvent, Checkpoint};
 use crate::derivation::DerivationEdge;
-use crate::error::CoreResult;
+use crate::error::{CoreResult, FieldError};
 use crate::principal::Role;
 
 /// One operation inside an atomic commit.
@@ -125,7 +125,7 @@ pub fn refuse_nul<'a>(
         if value.is_some_and(|v| v.contains('\0')) {
             return Err(crate::error::CoreError::validation_with(
                 format!("{field} holds a NUL character"),
-                serde_json::json!({ "field": field, "reason": "nul_character" }),
+                FieldError::new(field).reason("nul_character"),
             ));
         }
     }

@@ -43,8 +43,8 @@ impl ApiError {
         }
     }
 
-    pub fn with_details(mut self, details: serde_json::Value) -> Self {
-        self.details = field_reason(self.code, details);
+    pub fn with_details(mut self, details: impl Into<serde_json::Value>) -> Self {
+        self.details = field_reason(self.code, details.into());
         self
     }
 

@@ -6,10 +6,10 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
-use registry_core::ErrorCode;
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
 use registry_core::store::KeyStore;
+use registry_core::{ErrorCode, FieldError};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -70,7 +70,7 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
     {
         return Err(ApiError::validation("the body must be a JSON object")
-            .with_details(serde_json::json!({ "field": "body", "reason": "invalid_type" })));
+            .with_details(FieldError::new("body").reason("invalid_type")));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize(&mut *de) {
@@ -129,7 +129,7 @@ fn body_error(err: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
                 path
             };
             return ApiError::validation(format!("invalid body at {field}: {inner}"))
-                .with_details(serde_json::json!({ "field": field, "reason": "invalid_type" }));
+                .with_details(FieldError::new(field).reason("invalid_type"));
         }
         let text = inner.to_string();
         let (field, reason) = field_and_reason(&path, &text);
@@ -139,7 +139,7 @@ fn body_error(err: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
             field
         };
         ApiError::validation(format!("invalid body at {field}: {text}"))
-            .with_details(serde_json::json!({ "field": field, "reason": reason }))
+            .with_details(FieldError::new(field).reason(reason))
     }
 }
 
@@ -210,7 +210,7 @@ fn query_rejection(rej: QueryRejection) -> ApiError {
         .unwrap_or("query")
         .to_string();
     ApiError::validation(format!("invalid query string: {text}"))
-        .with_details(serde_json::json!({ "field": field, "reason": "invalid", "in": "query" }))
+        .with_details(FieldError::new(field).reason("invalid").located_in("query"))
 }
 
 /// `Path<T>` whose rejections answer with the error envelope.
@@ -230,7 +230,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 
 fn path_rejection(rej: PathRejection) -> ApiError {
     ApiError::validation(format!("invalid path: {}", rej.body_text()))
-        .with_details(serde_json::json!({ "field": "path", "reason": "invalid", "in": "path" }))
+        .with_details(FieldError::new("path").reason("invalid").located_in("path"))
 }
 
 /// The caller, authenticated by `Authorization: Bearer <key>`. Optional context headers
@@ -295,7 +295,7 @@ async fn authenticate(
                 Some(_) => Err(ApiError::validation(format!(
                     "header {name} must be 1-128 chars of [A-Za-z0-9._@-]"
                 ))
-                .with_details(serde_json::json!({ "field": name }))),
+                .with_details(FieldError::new(name))),
             }
         };
         principal.project = ctx("x-project")?;
@@ -357,7 +357,7 @@ pub fn positive(
 ) -> Result<usize, ApiError> {
     if value == Some(0) {
         return Err(ApiError::validation(format!("{field} must be at least 1"))
-            .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" })));
+            .with_details(FieldError::new(field).reason("invalid_value")));
     }
     bounded(field, value, default, max)
 }
@@ -372,7 +372,7 @@ pub fn seq(field: &str, value: Option<u64>) -> Result<Option<u64>, ApiError> {
         Some(v) if v > MAX_SEQ => Err(ApiError::validation(format!(
             "{field} must be at most {MAX_SEQ}"
         ))
-        .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" }))),
+        .with_details(FieldError::new(field).reason("invalid_value"))),
         v => Ok(v),
     }
 }
@@ -388,7 +388,7 @@ pub fn bounded(
         Some(v) if v > max as u64 => Err(ApiError::validation(format!(
             "{field} must be at most {max}"
         ))
-        .with_details(serde_json::json!({ "field": field, "reason": "invalid_value" }))),
+        .with_details(FieldError::new(field).reason("invalid_value"))),
         Some(v) => Ok((v as usize).max(1)),
     }
 }

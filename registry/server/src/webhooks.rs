@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use registry_core::CoreError;
 use registry_core::feed::{Delivery, DeliveryStatus, FeedEvent, sign_body, webhook_secret};
+use registry_core::{CoreError, FieldError};
 use registry_services::feed::{self as feed, RetryPolicy};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -68,10 +68,7 @@ fn forbidden_v6(ip: Ipv6Addr) -> bool {
 }
 
 fn bad_url(reason: &str, message: impl Into<String>) -> CoreError {
-    CoreError::validation_with(
-        message,
-        serde_json::json!({"field": "url", "reason": reason}),
-    )
+    CoreError::validation_with(message, FieldError::new("url").reason(reason))
 }
 
 /// A webhook URL checked for its form: http or https, a host, no credentials.

@@ -13,7 +13,7 @@ use registry_context::{Error, Result};
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetStatus, Sensitivity};
 use registry_core::principal::Principal;
-use registry_core::{ErrorCode, Scope};
+use registry_core::{ErrorCode, FieldError, Scope};
 use registry_memory::record::{MemoryBody, MemoryClass};
 use registry_skills::drafts::{DraftEvidence, DraftFromMemoryRequest, ProcedureSource};
 use registry_skills::{Loaded, drafts};
@@ -48,12 +48,14 @@ pub struct DraftFromMemory {
 
 fn not_eligible(i: usize, id: &str, reason: &str, why: String) -> Error {
     Error::new(ErrorCode::MemoryNotEligible, format!("memory {id}: {why}")).with_details(
-        serde_json::json!({ "field": format!("memory_ids[{i}]"), "reason": reason, "memory_id": id }),
+        FieldError::new(format!("memory_ids[{i}]"))
+            .reason(reason)
+            .with("memory_id", id),
     )
 }
 
 fn invalid(field: &str, why: impl Into<String>) -> Error {
-    Error::validation(why).with_details(serde_json::json!({ "field": field, "reason": "invalid" }))
+    Error::validation(why).with_details(FieldError::new(field).reason("invalid"))
 }
 
 impl Services {
@@ -121,7 +123,7 @@ impl Services {
             }
             _ => {
                 return Err(Error::not_found(format!("no memory {id}"))
-                    .with_details(serde_json::json!({ "field": format!("memory_ids[{i}]") })));
+                    .with_details(FieldError::new(format!("memory_ids[{i}]"))));
             }
         };
         let body = MemoryBody::from_record(&rec)

@@ -8,7 +8,7 @@
 
 use registry_core::access::{self, ErasureReach};
 use registry_core::asset::{AssetId, AssetKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::{DeletionLevel, Receipt};
 use registry_core::principal::Principal;
 use registry_core::store::{AssetQuery, WriteOp};
@@ -159,7 +159,7 @@ impl Services {
                 rec.meta.owner = owner.clone();
                 rec.meta.updated_at = chrono::Utc::now();
                 ops.push(WriteOp::Audit(
-                    AuditDraft::new(&p.user, "asset.reown")
+                    AuditDraft::new(&p.user, AuditAction::AssetReown)
                         .in_scope(&rec.meta.scope)
                         .asset(&rec.meta.id)
                         .hashes(Some(hash.clone()), Some(hash))

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use registry_core::access::{self, Action};
-use registry_core::audit::{AuditDraft, AuditEvent, AuditKey};
+use registry_core::audit::{AuditAction, AuditDraft, AuditEvent, AuditKey};
 use registry_core::deletion::Receipt;
 use registry_core::feed::{
     Delivery, DeliveryStatus, FeedEvent, FeedKind, WebhookRecord, kind_of, webhook_secret,
 };
 use registry_core::principal::Principal;
 use registry_core::store::Store;
-use registry_core::{AssetKind, CoreError, CoreResult, Scope};
+use registry_core::{AssetKind, CoreError, CoreResult, FieldError, Scope};
 
 /// Audit events one page of the feed examines at most, and how long it may take: a reader's
 /// cost per request is bounded whatever the log holds.
@@ -167,7 +167,7 @@ pub fn webhook_events(mut events: Vec<FeedKind>) -> CoreResult<Vec<FeedKind>> {
     if events.is_empty() {
         return Err(CoreError::validation_with(
             "name at least one event kind",
-            serde_json::json!({"field": "events", "reason": "invalid_length"}),
+            FieldError::new("events").reason("invalid_length"),
         ));
     }
     Ok(events)
@@ -185,7 +185,7 @@ pub fn create_webhook(
     if store.webhooks(Some(&p.tenant))?.len() >= MAX_WEBHOOKS_PER_TENANT {
         return Err(CoreError::validation_with(
             format!("a tenant registers at most {MAX_WEBHOOKS_PER_TENANT} webhooks"),
-            serde_json::json!({"field": "url", "reason": "limit_exceeded"}),
+            FieldError::new("url").reason("limit_exceeded"),
         ));
     }
     let id = format!("wh_{}", uuid::Uuid::now_v7().simple());
@@ -203,7 +203,7 @@ pub fn create_webhook(
     };
     store.create_webhook(
         &w,
-        AuditDraft::new(&p.user, "webhook.create")
+        AuditDraft::new(&p.user, AuditAction::WebhookCreate)
             .tenant(&p.tenant)
             .asset(&id),
     )?;
@@ -238,7 +238,7 @@ pub fn delete_webhook(store: &dyn Store, p: &Principal, id: &str) -> CoreResult<
     let w = get_webhook(store, p, id)?;
     store.delete_webhook(
         &w.id,
-        AuditDraft::new(&p.user, "webhook.delete")
+        AuditDraft::new(&p.user, AuditAction::WebhookDelete)
             .tenant(&w.tenant)
             .asset(&w.id),
     )?;

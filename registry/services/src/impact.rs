@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use registry_context::{Error, Manifest, ReplayItem, Result};
+use registry_core::FieldError;
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::derivation::{ChildStore, Relation};
@@ -131,7 +132,7 @@ impl Services {
         if limit == 0 || limit > MAX_IMPACT_MANIFESTS {
             return Err(
                 Error::validation(format!("limit must be 1..={MAX_IMPACT_MANIFESTS}"))
-                    .with_details(serde_json::json!({ "field": "limit", "reason": "invalid" })),
+                    .with_details(FieldError::new("limit").reason("invalid")),
             );
         }
         let rec = match self.backends.store.get(id)? {

@@ -6,6 +6,7 @@
 //! receipts).
 
 use chrono::{DateTime, Utc};
+use registry_core::FieldError;
 use registry_core::asset::{AssetKind, AssetStatus};
 use registry_core::deletion::DeletionLevel;
 use registry_core::store::AssetQuery;
@@ -56,7 +57,7 @@ pub struct JobReport {
 
 fn unknown(name: &str) -> Error {
     Error::validation(format!("unknown job {name:?} (known: {})", JOBS.join(", ")))
-        .with_details(serde_json::json!({"field": "name", "reason": "unknown"}))
+        .with_details(FieldError::new("name").reason("unknown"))
 }
 
 fn json<T: Serialize>(v: T) -> Result<serde_json::Value> {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetRecord};
-use registry_core::audit::{AuditEvent, Verification};
+use registry_core::audit::{AuditAction, AuditEvent, Verification};
 use registry_core::deletion::Receipt;
 use registry_core::principal::{ALL_PROJECTS, Principal, Role};
 use registry_core::store::{AssetQuery, StoredManifest};
@@ -303,16 +303,18 @@ impl Services {
                 after = last.seq;
                 read += batch.len();
                 for e in batch.iter().filter(|e| e.at.date_naive() >= start) {
-                    let a = e.draft.action.as_str();
-                    let counted =
-                        a == "memory.write" || a.contains("revoke") || a.starts_with("deletion.");
+                    let Some(a) = e.draft.audit_action() else {
+                        continue;
+                    };
+                    let write = a == AuditAction::MemoryWrite;
+                    let counted = write || a.is_revocation() || a.is_deletion();
                     if !counted || !self.audit_shows(p, e)? {
                         continue;
                     }
-                    if a == "memory.write" {
+                    if write {
                         writes.add(e.at, e.draft.reason.as_deref().unwrap_or("unknown"));
                     } else {
-                        deletions.add(e.at, a);
+                        deletions.add(e.at, a.as_str());
                     }
                 }
                 if read >= MAX_ACTIVITY_EVENTS {

@@ -7,10 +7,10 @@
 //! Which memories qualify is the services layer's rule (it knows memory); this module only
 //! writes what it is given.
 
-use registry_core::Scope;
 use registry_core::asset::AssetId;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Principal;
+use registry_core::{FieldError, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::SkillsService;
@@ -62,7 +62,7 @@ pub struct DraftEvidence {
 }
 
 fn invalid(field: &str, msg: impl Into<String>) -> Error {
-    Error::validation(msg).with_details(serde_json::json!({ "field": field, "reason": "invalid" }))
+    Error::validation(msg).with_details(FieldError::new(field).reason("invalid"))
 }
 
 /// One line of YAML: a double-quoted scalar with its escapes.

@@ -18,8 +18,8 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
-use registry_core::ErrorCode;
 use registry_core::principal::Principal;
+use registry_core::{AuditAction, ErrorCode, FieldError};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -159,9 +159,8 @@ fn namespace(l: &Loaded) -> String {
 }
 
 fn bad_result(i: usize, field: &str, why: &str, msg: String) -> Error {
-    Error::validation(msg).with_details(serde_json::json!({
-        "field": format!("results[{i}].{field}"), "reason": why,
-    }))
+    Error::validation(msg)
+        .with_details(FieldError::new(format!("results[{i}].{field}")).reason(why))
 }
 
 /// Checks the results against the declared tests and stores their logs; returns the run.
@@ -186,7 +185,11 @@ fn take_results(
             ErrorCode::PayloadTooLarge,
             format!("at most {MAX_TEST_RESULTS} results"),
         )
-        .with_details(serde_json::json!({"field": "results", "reason": "too_large", "limit": MAX_TEST_RESULTS})));
+        .with_details(
+            FieldError::new("results")
+                .reason("too_large")
+                .limit(MAX_TEST_RESULTS),
+        ));
     }
     let declared = declared_tests(&cur.body);
     if declared.is_empty() {
@@ -196,11 +199,10 @@ fn take_results(
     if declared != got || got.len() != req.results.len() {
         return Err(
             Error::validation("results must name each declared test exactly once").with_details(
-                serde_json::json!({
-                    "field": "results",
-                    "declared": declared,
-                    "got": req.results.iter().map(|r| &r.name).collect::<Vec<_>>(),
-                }),
+                FieldError::new("results").with("declared", declared).with(
+                    "got",
+                    req.results.iter().map(|r| &r.name).collect::<Vec<_>>(),
+                ),
             ),
         );
     }
@@ -215,9 +217,11 @@ fn take_results(
                 ErrorCode::PayloadTooLarge,
                 format!("a test log is at most {MAX_TEST_LOG_BYTES} bytes"),
             )
-            .with_details(serde_json::json!({
-                "field": format!("results[{i}].log"), "reason": "too_large", "limit": MAX_TEST_LOG_BYTES,
-            })));
+            .with_details(
+                FieldError::new(format!("results[{i}].log"))
+                    .reason("too_large")
+                    .limit(MAX_TEST_LOG_BYTES),
+            ));
         }
         let hex = registry_core::hash::sha256_hex(log.as_bytes());
         if d != format!("sha256:{hex}") {
@@ -283,7 +287,7 @@ pub(crate) fn record_tests(
             p,
             &cur,
             body,
-            "skill.test_self_reported",
+            AuditAction::SkillTestSelfReported,
             Pointer::Follow,
         );
     }
@@ -295,7 +299,7 @@ pub(crate) fn record_tests(
     } else {
         LifecycleState::Draft
     };
-    step(s, p, &cur, body, "skill.test", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillTest, Pointer::Follow)
 }
 
 /// A reviewer of the version's scope (not its author) waives Test for a version that declares
@@ -322,7 +326,7 @@ pub(crate) fn record_waiver(
     }
     if registry_core::text::is_blank(&req.reason) {
         return Err(Error::validation("a waiver needs a reason")
-            .with_details(serde_json::json!({"field": "reason", "reason": "empty"})));
+            .with_details(FieldError::new("reason").reason("empty")));
     }
     check_note("reason", Some(&req.reason))?;
     lifecycle::check(cur.body.state, Action::Test)?;
@@ -342,7 +346,14 @@ pub(crate) fn record_waiver(
     });
     body.reviews.clear();
     body.state = LifecycleState::Tested;
-    step(s, p, &cur, body, "skill.test_waiver", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillTestWaiver,
+        Pointer::Follow,
+    )
 }
 
 /// Whether `p` may read the test logs of `l`: its author, a reviewer, tester or admin of its

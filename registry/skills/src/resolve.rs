@@ -21,7 +21,7 @@
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::principal::Principal;
 use registry_core::store::AssetQuery;
-use registry_core::{ErrorCode, Scope};
+use registry_core::{ErrorCode, FieldError, Scope};
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{Action, LifecycleState};
@@ -275,11 +275,16 @@ pub(crate) fn check_not_held(
                 l.body.scope
             ),
         )
-        .with_details(serde_json::json!({
-            "field": "version",
-            "reason": VERSION_HELD_BY_RELEASE,
-            "held_by": {"scope": l.body.scope, "digest": l.body.digest, "state": l.body.state.as_str()},
-        }))),
+        .with_details(
+            FieldError::new("version")
+                .reason(VERSION_HELD_BY_RELEASE)
+                .with(
+                    "held_by",
+                    serde_json::json!({
+                        "scope": l.body.scope, "digest": l.body.digest, "state": l.body.state.as_str(),
+                    }),
+                ),
+        )),
     }
 }
 

@@ -17,7 +17,7 @@ use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, Sourc
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Principal;
 use registry_core::store::{AssetQuery, WriteOp};
-use registry_core::{ErrorCode, Scope};
+use registry_core::{AuditAction, ErrorCode, FieldError, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -304,7 +304,7 @@ fn run_scope(p: &Principal, l: &Loaded) -> Scope {
 }
 
 fn invalid(field: &str, reason: &str, msg: impl Into<String>) -> Error {
-    Error::validation(msg).with_details(serde_json::json!({"field": field, "reason": reason}))
+    Error::validation(msg).with_details(FieldError::new(field).reason(reason))
 }
 
 fn check_id(field: &str, v: &str) -> Result<()> {
@@ -343,7 +343,11 @@ fn check_report(r: &RunReport) -> Result<()> {
             ErrorCode::PayloadTooLarge,
             format!("a note is at most {MAX_RUN_NOTE_CHARS} characters"),
         )
-        .with_details(serde_json::json!({"field": "note", "reason": "too_large", "limit": MAX_RUN_NOTE_CHARS})));
+        .with_details(
+            FieldError::new("note")
+                .reason("too_large")
+                .limit(MAX_RUN_NOTE_CHARS),
+        ));
     }
     Ok(())
 }
@@ -389,9 +393,11 @@ pub(crate) fn report(
             ErrorCode::Conflict,
             format!("{name}@{version} does not have the digest {digest}"),
         )
-        .with_details(serde_json::json!({
-            "field": "digest", "reason": "digest_mismatch", "expected": l.body.digest,
-        })));
+        .with_details(
+            FieldError::new("digest")
+                .reason("digest_mismatch")
+                .with("expected", &l.body.digest),
+        ));
     }
     let hash = request_hash(name, version, &req, &digest);
     let id = run_asset_id(&p.tenant, &req.run_id);
@@ -405,7 +411,7 @@ pub(crate) fn report(
             ErrorCode::Conflict,
             format!("run_id {} was reported with another body", req.run_id),
         )
-        .with_details(serde_json::json!({"field": "run_id", "reason": "run_id_reused"})));
+        .with_details(FieldError::new("run_id").reason("run_id_reused")));
     }
     let scope = run_scope(p, &l);
     let existing = runs_of(s, &scope, &l.rec.meta.id)?;
@@ -414,7 +420,11 @@ pub(crate) fn report(
             ErrorCode::Conflict,
             format!("{name}@{version} keeps at most {MAX_RUNS_PER_VERSION} runs"),
         )
-        .with_details(serde_json::json!({"field": "run_id", "reason": "limit", "limit": MAX_RUNS_PER_VERSION})));
+        .with_details(
+            FieldError::new("run_id")
+                .reason("limit")
+                .limit(MAX_RUNS_PER_VERSION),
+        ));
     }
     let body = RunBody {
         run_id: req.run_id.clone(),
@@ -473,7 +483,7 @@ pub(crate) fn report(
     }
     ops.push(WriteOp::Audit(audit(
         p,
-        "skill.run_report",
+        AuditAction::SkillRunReport,
         &rec.meta.scope,
         &id,
         None,
@@ -655,7 +665,14 @@ fn flag_if_regressing(
         failure_rate,
         predecessor,
     });
-    step(s, p, &cur, body, "skill.observe_flag", Pointer::Follow)?;
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillObserveFlag,
+        Pointer::Follow,
+    )?;
     Ok(())
 }
 

@@ -22,13 +22,13 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind, Trust};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::principal::Principal;
 use registry_core::retrieval::{
     Embedder, IndexKeys, TextDoc, TextIndex, VectorEntry, VectorIndex, VisibilityFilter,
 };
 use registry_core::store::{AssetQuery, AssetStore, BlobStore, WriteOp};
-use registry_core::{CoreError, ErrorCode, Scope};
+use registry_core::{CoreError, ErrorCode, FieldError, Scope};
 use serde::{Deserialize, Serialize};
 use skills_sdk::semver::{Version, VersionReq};
 use skills_sdk::{
@@ -657,7 +657,7 @@ pub fn parse_digest(s: &str) -> Result<String> {
         .map(|d| d.to_string())
         .map_err(|_| {
             Error::validation(format!("invalid digest {s:?}: expected sha256:<64 hex>"))
-                .with_details(serde_json::json!({"field": "digest"}))
+                .with_details(FieldError::new("digest"))
         })
 }
 
@@ -684,7 +684,7 @@ fn scope_label(s: &Scope) -> String {
 /// scope, whose events every tenant's audit shows).
 pub(crate) fn audit(
     p: &Principal,
-    action: &str,
+    action: AuditAction,
     scope: &Scope,
     asset: &str,
     before: Option<String>,
@@ -754,14 +754,14 @@ pub(crate) fn publish_citing(
     if RESERVED_NAMES.contains(&name.as_str()) {
         return Err(
             Error::validation(format!("the skill name {name:?} is reserved"))
-                .with_details(serde_json::json!({"field": "name", "code": "name.reserved"})),
+                .with_details(FieldError::new("name").with("code", "name.reserved")),
         );
     }
     let given = match set_version {
         None => None,
         Some(v) => Some(Version::parse(v).map_err(|e| {
             Error::validation(format!("version {v:?} is not semver: {e}"))
-                .with_details(serde_json::json!({"field": "version"}))
+                .with_details(FieldError::new("version"))
         })?),
     };
     let version = match (skill.version(), given) {
@@ -769,14 +769,14 @@ pub(crate) fn publish_citing(
             return Err(Error::validation(format!(
                 "version {b} disagrees with the skill's own version {a}"
             ))
-            .with_details(serde_json::json!({"field": "version"})));
+            .with_details(FieldError::new("version")));
         }
         (Some(v), _) | (None, Some(v)) => v,
         (None, None) => {
             return Err(Error::validation(
                 "the skill declares no version: add skill.toml or pass ?version=",
             )
-            .with_details(serde_json::json!({"field": "version", "code": "version.missing"})));
+            .with_details(FieldError::new("version").with("code", "version.missing")));
         }
     };
     let scope = scope_for(p, skill.manifest.as_ref().and_then(|m| m.scope.as_ref()));
@@ -876,7 +876,7 @@ pub(crate) fn publish_citing(
         WriteOp::PutVersion(Box::new(rec.clone())),
         WriteOp::Audit(audit(
             p,
-            "skill.publish",
+            AuditAction::SkillPublish,
             &rec.meta.scope,
             &id,
             None,
@@ -912,7 +912,7 @@ pub(crate) fn step(
     p: &Principal,
     cur: &Loaded,
     body: VersionBody,
-    action: &str,
+    action: AuditAction,
     pointer: Pointer,
 ) -> Result<Loaded> {
     let mut meta = cur.rec.meta.clone();
@@ -1180,7 +1180,7 @@ fn release_ops(
     let id = rec.meta.id.clone();
     ops.push(WriteOp::Audit(audit(
         p,
-        "skill.release",
+        AuditAction::SkillRelease,
         &rec.meta.scope,
         &id,
         before,
@@ -1204,7 +1204,9 @@ pub(crate) fn check_note(field: &str, v: Option<&str>) -> Result<()> {
                 "{field} must be at most {MAX_NOTE_CHARS} characters"
             ))
             .with_details(
-                serde_json::json!({"field": field, "reason": "invalid", "limit": MAX_NOTE_CHARS}),
+                FieldError::new(field)
+                    .reason("invalid")
+                    .limit(MAX_NOTE_CHARS),
             ))
         }
         _ => Ok(()),
@@ -1289,7 +1291,11 @@ pub(crate) fn review(
             ErrorCode::PayloadTooLarge,
             format!("a review comment is at most {MAX_REVIEW_COMMENT_CHARS} characters"),
         )
-        .with_details(serde_json::json!({"field": "comment", "reason": "too_large", "limit": MAX_REVIEW_COMMENT_CHARS})));
+        .with_details(
+            FieldError::new("comment")
+                .reason("too_large")
+                .limit(MAX_REVIEW_COMMENT_CHARS),
+        ));
     }
     if cur.body.reviews.len() >= MAX_REVIEWS {
         return Err(Error::new(
@@ -1297,7 +1303,9 @@ pub(crate) fn review(
             format!("{name}@{version} has {MAX_REVIEWS} reviews already; publish a new version"),
         )
         .with_details(
-            serde_json::json!({"field": "reviews", "reason": "limit", "limit": MAX_REVIEWS}),
+            FieldError::new("reviews")
+                .reason("limit")
+                .limit(MAX_REVIEWS),
         ));
     }
     if cur.body.author == p.user {
@@ -1323,7 +1331,7 @@ pub(crate) fn review(
         Decision::Approve => LifecycleState::Approved,
         Decision::Reject => LifecycleState::Rejected,
     };
-    step(s, p, &cur, body, "skill.review", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillReview, Pointer::Follow)
 }
 
 pub(crate) fn promote(
@@ -1355,7 +1363,14 @@ pub(crate) fn promote(
     let mut body = cur.body.clone();
     body.state = LifecycleState::Published;
     body.published_at = Some(Utc::now());
-    step(s, p, &cur, body, "skill.promote", Pointer::Promote)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillPromote,
+        Pointer::Promote,
+    )
 }
 
 /// A platform principal overrides a failing scan so the version can be approved and promoted.
@@ -1377,7 +1392,7 @@ pub(crate) fn scan_override(
     }
     if registry_core::text::is_blank(&req.reason) {
         return Err(Error::validation("an override needs a reason")
-            .with_details(serde_json::json!({"field": "reason", "reason": "empty"})));
+            .with_details(FieldError::new("reason").reason("empty")));
     }
     check_note("reason", Some(&req.reason))?;
     if !cur.body.scan.as_ref().is_some_and(|r| r.failed()) {
@@ -1393,7 +1408,14 @@ pub(crate) fn scan_override(
         digest: cur.body.digest.clone(),
         at: Utc::now(),
     });
-    step(s, p, &cur, body, "skill.scan_override", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillScanOverride,
+        Pointer::Follow,
+    )
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1419,7 +1441,7 @@ pub(crate) fn deprecate(
     lifecycle::check(cur.body.state, Action::Deprecate)?;
     if registry_core::text::is_blank(&req.message) {
         return Err(Error::validation("a deprecation needs a message")
-            .with_details(serde_json::json!({"field": "message", "reason": "empty"})));
+            .with_details(FieldError::new("message").reason("empty")));
     }
     check_note("message", Some(&req.message))?;
     check_note("replacement", req.replacement.as_deref())?;
@@ -1430,7 +1452,14 @@ pub(crate) fn deprecate(
         replacement: req.replacement,
     });
     body.discover.deprecated = true;
-    step(s, p, &cur, body, "skill.deprecate", Pointer::Follow)
+    step(
+        s,
+        p,
+        &cur,
+        body,
+        AuditAction::SkillDeprecate,
+        Pointer::Follow,
+    )
 }
 
 #[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
@@ -1457,7 +1486,7 @@ pub(crate) fn yank(
     body.yanked_from = Some(cur.body.state);
     body.yank_reason = req.reason;
     body.state = LifecycleState::Yanked;
-    step(s, p, &cur, body, "skill.yank", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillYank, Pointer::Follow)
 }
 
 /// Deletes a version (every lifecycle record of it, and its archive unless another version
@@ -1531,7 +1560,7 @@ pub(crate) fn unyank(
     body.state = cur.body.yanked_from.unwrap_or(LifecycleState::Published);
     body.yanked_from = None;
     body.yank_reason = None;
-    step(s, p, &cur, body, "skill.unyank", Pointer::Follow)
+    step(s, p, &cur, body, AuditAction::SkillUnyank, Pointer::Follow)
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -1605,7 +1634,7 @@ pub(crate) fn rollback(
         &mut ops,
     )?;
     if let Some(WriteOp::Audit(a)) = ops.iter_mut().find(|o| matches!(o, WriteOp::Audit(_))) {
-        a.action = "skill.rollback".into();
+        a.action = AuditAction::SkillRollback.into();
     }
     if !ops.is_empty() {
         s.store.commit(ops)?;

@@ -11,7 +11,9 @@ use registry_core::acl::{Acl, AclEntry};
 use registry_core::asset::{
     AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust,
 };
-use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, verify_chain, verify_store};
+use registry_core::audit::{
+    AuditAction, AuditDraft, AuditEvent, AuditKey, verify_chain, verify_store,
+};
 use registry_core::deletion::{
     DeletionLevel, ReachedAsset, Receipt, ReceiptCounts, ReceiptStatus, StoreReach,
 };
@@ -171,7 +173,7 @@ fn put_op(rec: &AssetRecord) -> Vec<WriteOp> {
     vec![
         WriteOp::PutVersion(Box::new(rec.clone())),
         WriteOp::Audit(
-            AuditDraft::new("ann", "memory.write")
+            AuditDraft::new("ann", AuditAction::MemoryWrite)
                 .in_scope(&rec.meta.scope)
                 .asset(rec.meta.id.clone())
                 .hashes(None, Some(rec.meta.content_hash.clone())),
@@ -452,7 +454,7 @@ pub fn a_failing_commit_writes_nothing(make: Factory<'_>) {
                 relation: Relation::SummaryOf,
                 child_store: ChildStore::Assets,
             }),
-            WriteOp::Audit(AuditDraft::new("ann", "summary.write")),
+            WriteOp::Audit(AuditDraft::new("ann", AuditAction::MemoryWrite)),
             WriteOp::Idempotency {
                 tenant: "acme".into(),
                 key: "k1".into(),
@@ -684,7 +686,7 @@ pub fn audit_chain_verifies_and_tampering_is_detected(make: Factory<'_>) {
     for i in 0..4 {
         sealed.extend(put(c, s, &record("acme", &format!("m{i}"))));
     }
-    let full = AuditDraft::new("ann", "memory.review")
+    let full = AuditDraft::new("ann", AuditAction::MemoryConfirm)
         .tenant("acme")
         .asset("a-1")
         .hashes(Some("before".into()), Some("after".into()))
@@ -1251,7 +1253,7 @@ pub fn purge_removes_every_version_and_edge_and_audits(make: Factory<'_>) {
         "purge",
         s.purge(
             &[id.clone(), "missing".into()],
-            AuditDraft::new("admin", "deletion.purge").asset("receipt-1"),
+            AuditDraft::new("admin", AuditAction::DeletionPurge).asset("receipt-1"),
         ),
     );
     assert_eq!((counts.versions, counts.edges), (2, 2), "{c}: counts");
@@ -1298,7 +1300,7 @@ pub fn purge_removes_every_version_and_edge_and_audits(make: Factory<'_>) {
     let none = ok(
         c,
         "purge of nothing",
-        s.purge(&[], AuditDraft::new("admin", "deletion.purge")),
+        s.purge(&[], AuditDraft::new("admin", AuditAction::DeletionPurge)),
     );
     assert_eq!((none.versions, none.edges), (0, 0));
     assert_eq!(events(c, s).len(), before + 2);
@@ -1338,7 +1340,11 @@ pub fn purge_versions_before_keeps_that_version_and_the_edges(make: Factory<'_>)
     let n = ok(
         c,
         "purge_versions_before",
-        s.purge_versions_before(&id, 3, AuditDraft::new("admin", "purge").asset(id.clone())),
+        s.purge_versions_before(
+            &id,
+            3,
+            AuditDraft::new("admin", AuditAction::DeletionPurgeVersions).asset(id.clone()),
+        ),
     );
     assert_eq!(n, 2, "{c}: versions 1 and 2");
     let history: Vec<u32> = ok(c, "history", s.history(&id))
@@ -1354,7 +1360,11 @@ pub fn purge_versions_before_keeps_that_version_and_the_edges(make: Factory<'_>)
         ok(
             c,
             "nothing left below",
-            s.purge_versions_before(&id, 3, AuditDraft::new("admin", "purge"))
+            s.purge_versions_before(
+                &id,
+                3,
+                AuditDraft::new("admin", AuditAction::DeletionPurgeVersions)
+            )
         ),
         0
     );
@@ -1630,12 +1640,15 @@ pub fn text_with_nul_is_refused_and_never_found(make: Factory<'_>) {
     invalid(
         "an audit reason",
         s.commit(vec![WriteOp::Audit(
-            AuditDraft::new("ann", "x").reason(nul),
+            AuditDraft::new("ann", AuditAction::MemoryWrite).reason(nul),
         )]),
     );
     invalid(
         "an audit actor",
-        s.commit(vec![WriteOp::Audit(AuditDraft::new(nul, "x"))]),
+        s.commit(vec![WriteOp::Audit(AuditDraft::new(
+            nul,
+            AuditAction::MemoryWrite,
+        ))]),
     );
     invalid(
         "an idempotency key",
@@ -1813,7 +1826,10 @@ pub fn contended_moves_let_exactly_one_win(make: Factory<'_>) {
                     status: AssetStatus::Revoked,
                     expect: Some(AssetStatus::Active),
                 },
-                WriteOp::Audit(AuditDraft::new(format!("writer-{i}"), "memory.revoke")),
+                WriteOp::Audit(AuditDraft::new(
+                    format!("writer-{i}"),
+                    AuditAction::MemoryRevoke,
+                )),
             ]
         }),
     );

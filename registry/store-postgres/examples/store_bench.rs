@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::hash::sha256_hex;
 use registry_core::store::{AssetQuery, Store, WriteOp};
 use registry_store_postgres::test_support::{TestSchema, URL_VAR};
@@ -53,7 +53,9 @@ fn run(store: &dyn Store, n: usize) -> Figures {
         store
             .commit(vec![
                 WriteOp::PutVersion(Box::new(rec.clone())),
-                WriteOp::Audit(AuditDraft::new("ann", "memory.write").asset(rec.meta.id.clone())),
+                WriteOp::Audit(
+                    AuditDraft::new("ann", AuditAction::MemoryWrite).asset(rec.meta.id.clone()),
+                ),
             ])
             .expect("write");
         write.push(t.elapsed());

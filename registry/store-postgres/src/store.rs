@@ -13,7 +13,9 @@ use postgres::types::{Json, ToSql};
 use postgres::{Client, GenericClient, Row, Transaction};
 
 use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
-use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS_HASH};
+use registry_core::audit::{
+    AuditAction, AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS_HASH,
+};
 use registry_core::deletion::{Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Role;
@@ -1044,7 +1046,7 @@ impl KeyStore for PgStore {
                 .map_err(conflict)?;
                 append_audit(
                     db,
-                    AuditDraft::new("admin", "key.create")
+                    AuditDraft::new("admin", AuditAction::KeyCreate)
                         .tenant(rec.tenant.clone())
                         .asset(rec.id.clone())
                         .hashes(None, Some(rec.key_hash.clone())),
@@ -1112,7 +1114,7 @@ impl KeyStore for PgStore {
                 .map_err(pg)?;
                 append_audit(
                     db,
-                    AuditDraft::new(actor, "key.revoke")
+                    AuditDraft::new(actor, AuditAction::KeyRevoke)
                         .tenant(tenant)
                         .asset(id),
                     key.as_ref(),

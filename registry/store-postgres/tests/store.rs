@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
-use registry_core::audit::{AuditDraft, AuditKey};
+use registry_core::audit::{AuditAction, AuditDraft, AuditKey};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::store::{AssetStore, WriteOp};
@@ -56,7 +56,9 @@ fn put(store: &PgStore, rec: &AssetRecord) {
     store
         .commit(vec![
             WriteOp::PutVersion(Box::new(rec.clone())),
-            WriteOp::Audit(AuditDraft::new("ann", "memory.write").asset(rec.meta.id.clone())),
+            WriteOp::Audit(
+                AuditDraft::new("ann", AuditAction::MemoryWrite).asset(rec.meta.id.clone()),
+            ),
         ])
         .unwrap();
 }
@@ -299,7 +301,7 @@ fn purge_leaves_no_tuple_or_index_item_holding_the_bytes() {
     );
     s.purge(
         &[a.meta.id.clone(), canary.to_string()],
-        AuditDraft::new("admin", "deletion.purge"),
+        AuditDraft::new("admin", AuditAction::DeletionPurge),
     )
     .unwrap();
     let after = tuples_holding(&schema, canary);
@@ -353,12 +355,15 @@ fn the_change_log_lists_every_asset_change_in_commit_order() {
     .unwrap();
     b.purge(
         std::slice::from_ref(&r2.meta.id),
-        AuditDraft::new("ann", "deletion.purge"),
+        AuditDraft::new("ann", AuditAction::DeletionPurge),
     )
     .unwrap();
     // An edge or an audit event alone changes no asset.
-    a.commit(vec![WriteOp::Audit(AuditDraft::new("ann", "note"))])
-        .unwrap();
+    a.commit(vec![WriteOp::Audit(AuditDraft::new(
+        "ann",
+        AuditAction::MemoryWrite,
+    ))])
+    .unwrap();
     let log = ca.changes_after(0, 100).unwrap();
     let seen: Vec<(String, Option<String>)> = log
         .iter()

@@ -10,7 +10,9 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, params};
 
 use registry_core::asset::{AssetMeta, AssetRecord, AssetStatus};
-use registry_core::audit::{AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS_HASH};
+use registry_core::audit::{
+    AuditAction, AuditDraft, AuditEvent, AuditKey, Checkpoint, GENESIS_HASH,
+};
 use registry_core::deletion::{Receipt, ReceiptStatus, ReceiptStore};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Role;
@@ -864,7 +866,7 @@ impl KeyStore for SqliteStore {
             .map_err(conflict)?;
             append_audit(
                 tx,
-                AuditDraft::new("admin", "key.create")
+                AuditDraft::new("admin", AuditAction::KeyCreate)
                     .tenant(rec.tenant.clone())
                     .asset(rec.id.clone())
                     .hashes(None, Some(rec.key_hash.clone())),
@@ -919,7 +921,7 @@ impl KeyStore for SqliteStore {
             .map_err(be)?;
             append_audit(
                 tx,
-                AuditDraft::new(actor, "key.revoke")
+                AuditDraft::new(actor, AuditAction::KeyRevoke)
                     .tenant(tenant)
                     .asset(id),
                 key.as_ref(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use registry_core::Scope;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, SourceKind};
-use registry_core::audit::{AuditDraft, AuditKey, verify_chain};
+use registry_core::audit::{AuditAction, AuditDraft, AuditKey, verify_chain};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::store::{AssetStore, WriteOp};
@@ -77,7 +77,9 @@ fn put(store: &SqliteStore, rec: &AssetRecord) {
     store
         .commit(vec![
             WriteOp::PutVersion(Box::new(rec.clone())),
-            WriteOp::Audit(AuditDraft::new("ann", "memory.write").asset(rec.meta.id.clone())),
+            WriteOp::Audit(
+                AuditDraft::new("ann", AuditAction::MemoryWrite).asset(rec.meta.id.clone()),
+            ),
         ])
         .unwrap();
 }
@@ -261,7 +263,7 @@ fn purge_removes_the_bytes_from_every_file() {
     put(&s, &keep);
     s.purge(
         std::slice::from_ref(&a.meta.id),
-        AuditDraft::new("admin", "purge").asset(a.meta.id.clone()),
+        AuditDraft::new("admin", AuditAction::DeletionPurgeVersions).asset(a.meta.id.clone()),
     )
     .unwrap();
     assert!(registry_core::store::Store::checkpoint(&s).unwrap());
@@ -295,8 +297,12 @@ fn purging_earlier_versions_removes_their_bytes_from_every_file() {
         put(&s, &next);
     }
     assert_eq!(
-        s.purge_versions_before(&id, 3, AuditDraft::new("admin", "purge").asset(id.clone()))
-            .unwrap(),
+        s.purge_versions_before(
+            &id,
+            3,
+            AuditDraft::new("admin", AuditAction::DeletionPurgeVersions).asset(id.clone())
+        )
+        .unwrap(),
         2
     );
     assert!(verify_chain(s.audit_events(0, 100).unwrap(), None).is_ok());

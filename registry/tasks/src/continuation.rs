@@ -20,9 +20,8 @@ use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
 use registry_core::store::AssetQuery;
 use registry_core::task::{EventQuery, EventType, MarkKind, TaskEvent, TaskMark};
-use registry_core::{CoreError, CoreResult, ErrorCode};
+use registry_core::{CoreError, CoreResult, ErrorCode, FieldError};
 use registry_memory::record::{MemoryBody, MemoryClass};
-use serde_json::json;
 
 use crate::limits::*;
 use crate::service::{TaskService, body_of, invalid};
@@ -230,7 +229,10 @@ impl TaskService {
                     "the goal and acceptance take {n} tokens, over the budget of {}",
                     a.budget
                 ),
-                details: json!({ "field": "budget", "fixed_tokens": n, "budget": a.budget }),
+                details: FieldError::new("budget")
+                    .with("fixed_tokens", n)
+                    .with("budget", a.budget)
+                    .into(),
             });
         }
         a.place(Candidate {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, SourceKind};
-use registry_core::audit::AuditDraft;
+use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::{Deleter, DeletionLevel, Receipt};
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
@@ -17,8 +17,7 @@ use registry_core::store::{AssetQuery, BlobStore, Store, WriteOp};
 use registry_core::task::{
     ArtifactRecord, EventQuery, MarkKind, NewEvent, TaskMark, count_lines, line_range,
 };
-use registry_core::{CoreError, CoreResult, ErrorCode, Scope};
-use serde_json::json;
+use registry_core::{CoreError, CoreResult, ErrorCode, FieldError, Scope};
 
 use crate::limits::*;
 use crate::wire::*;
@@ -39,14 +38,18 @@ impl std::fmt::Debug for TaskService {
 }
 
 pub(crate) fn invalid(field: &str, reason: &str, message: impl Into<String>) -> CoreError {
-    CoreError::validation_with(message, json!({ "field": field, "reason": reason }))
+    CoreError::validation_with(message, FieldError::new(field).reason(reason))
 }
 
 pub(crate) fn too_large(field: &str, len: usize, limit: usize) -> CoreError {
     CoreError::Coded {
         code: ErrorCode::PayloadTooLarge,
         message: format!("{field} is {len} bytes, over the limit of {limit}"),
-        details: json!({ "field": field, "reason": "too_large", "len": len, "limit": limit }),
+        details: FieldError::new(field)
+            .reason("too_large")
+            .len(len)
+            .limit(limit)
+            .into(),
     }
 }
 
@@ -97,7 +100,10 @@ pub(crate) fn screen(field: &str, text: &str) -> CoreResult<Vec<String>> {
         return Err(CoreError::Coded {
             code: ErrorCode::WriteGateRejected,
             message: format!("{field} holds a secret ({})", secrets.join(", ")),
-            details: json!({ "field": field, "reason": "secret", "findings": secrets }),
+            details: FieldError::new(field)
+                .reason("secret")
+                .with("findings", secrets)
+                .into(),
         });
     }
     let mut flags = vec![];
@@ -107,16 +113,10 @@ pub(crate) fn screen(field: &str, text: &str) -> CoreResult<Vec<String>> {
     Ok(flags)
 }
 
-fn audit(p: &Principal, action: &str, task: &str) -> AuditDraft {
-    AuditDraft {
-        actor: p.user.clone(),
-        tenant: Some(p.tenant.clone()),
-        action: action.into(),
-        asset_id: Some(task.into()),
-        before_hash: None,
-        after_hash: None,
-        reason: None,
-    }
+fn audit(p: &Principal, action: AuditAction, task: &str) -> AuditDraft {
+    AuditDraft::new(&p.user, action)
+        .tenant(&p.tenant)
+        .asset(task)
 }
 
 fn body_hash(b: &TaskBody) -> String {
@@ -257,7 +257,7 @@ impl TaskService {
             lookup_key: None,
             body: serde_json::to_value(&body).map_err(|e| CoreError::backend("tasks", e))?,
         };
-        let mut a = audit(p, "task.create", &rec.meta.id);
+        let mut a = audit(p, AuditAction::TaskCreate, &rec.meta.id);
         a.after_hash = Some(rec.meta.content_hash.clone());
         self.store.commit(vec![
             WriteOp::PutVersion(Box::new(rec.clone())),
@@ -308,7 +308,9 @@ impl TaskService {
                     "task {id} is at version {}, not {}",
                     head.meta.version, req.version
                 ),
-                details: json!({ "field": "version", "current_version": head.meta.version }),
+                details: FieldError::new("version")
+                    .with("current_version", head.meta.version)
+                    .into(),
             });
         }
         let old = body_of(&head)?;
@@ -339,9 +341,9 @@ impl TaskService {
             body: serde_json::to_value(&body).map_err(|e| CoreError::backend("tasks", e))?,
         };
         let action = if body.status != old.status {
-            "task.status"
+            AuditAction::TaskStatus
         } else {
-            "task.update"
+            AuditAction::TaskUpdate
         };
         // Ids and hashes only (the change feed projects `task.status` as it stands).
         let mut a = audit(p, action, id);
@@ -393,10 +395,13 @@ impl TaskService {
             return Err(CoreError::Coded {
                 code: ErrorCode::PayloadTooLarge,
                 message: format!("a task holds at most {MAX_TASK_EVENTS} events"),
-                details: json!({ "field": "events", "reason": "too_large", "limit": MAX_TASK_EVENTS }),
+                details: FieldError::new("events")
+                    .reason("too_large")
+                    .limit(MAX_TASK_EVENTS)
+                    .into(),
             });
         }
-        let mut a = audit(p, "task.events.append", id);
+        let mut a = audit(p, AuditAction::TaskEventsAppend, id);
         a.reason = Some(format!("{} events", news.len()));
         let out = self.store.append_events(id, &news, a)?;
         let events: Vec<AppendedEvent> = out
@@ -531,7 +536,7 @@ impl TaskService {
             summary: summary.map(str::to_string),
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.artifact.put", id);
+        let mut a = audit(p, AuditAction::TaskArtifactPut, id);
         a.after_hash = Some(rec.digest.clone());
         a.reason = Some(format!("artifact {} ({} bytes)", rec.id, rec.size));
         self.store.put_artifact(&rec, a)?;
@@ -663,7 +668,7 @@ impl TaskService {
             content: req.content,
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.summary", id);
+        let mut a = audit(p, AuditAction::TaskSummary, id);
         a.after_hash = Some(mark.covered_hash.clone());
         a.reason = Some(format!("events {}-{}", mark.from_seq, mark.to_seq));
         self.store.put_mark(id, &mark, a)?;
@@ -727,7 +732,7 @@ impl TaskService {
             content: req.label.unwrap_or_default(),
             created_at: Utc::now(),
         };
-        let mut a = audit(p, "task.checkpoint", id);
+        let mut a = audit(p, AuditAction::TaskCheckpoint, id);
         a.after_hash = Some(mark.covered_hash.clone());
         a.reason = Some(format!("seq {seq}"));
         self.store.put_mark(id, &mark, a)?;

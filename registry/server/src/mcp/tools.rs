@@ -5,6 +5,7 @@
 use std::sync::{Arc, LazyLock};
 
 use registry_context::{Pack, PackRequest};
+use registry_core::FieldError;
 use registry_core::principal::Principal;
 use registry_memory::WriteRequest;
 use registry_memory::search::{SearchRequest as MemorySearch, SearchResponse};
@@ -88,9 +89,9 @@ fn take_str(args: &mut JsonObject, field: &str) -> ApiResult<String> {
     match args.remove(field) {
         Some(Value::String(v)) => Ok(v),
         None | Some(Value::Null) => Err(ApiError::validation(format!("{field} is required"))
-            .with_details(json!({ "field": field, "reason": "missing" }))),
+            .with_details(FieldError::new(field).reason("missing"))),
         Some(_) => Err(ApiError::validation(format!("{field} must be a string"))
-            .with_details(json!({ "field": field, "reason": "invalid_type" }))),
+            .with_details(FieldError::new(field).reason("invalid_type"))),
     }
 }
 
@@ -300,7 +301,7 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
                     return Err(ApiError::validation(
                         "idempotency_key must be 1-200 visible ASCII characters",
                     )
-                    .with_details(json!({ "field": "idempotency_key", "reason": "invalid" })));
+                    .with_details(FieldError::new("idempotency_key").reason("invalid")));
                 }
             };
             let req: WriteRequest = parse(args)?;
@@ -339,7 +340,7 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
                 },
                 (None, None) => {
                     return Err(ApiError::validation("give a name or a digest")
-                        .with_details(json!({ "field": "name", "reason": "missing" })));
+                        .with_details(FieldError::new("name").reason("missing")));
                 }
             };
             to_value(&s.services.skills.instructions_view(&loaded)?)

@@ -14,6 +14,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use futures_util::Stream;
+use registry_core::FieldError;
 use registry_core::feed::{Delivery, FeedEvent, FeedKind, WebhookRecord};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
@@ -134,9 +135,8 @@ fn start_position(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option<u
             .filter(|n| *n <= crate::extract::MAX_SEQ)
             .map(Some)
             .ok_or_else(|| {
-                ApiError::validation("Last-Event-ID must be a sequence number").with_details(
-                    serde_json::json!({"field": "Last-Event-ID", "reason": "invalid_value"}),
-                )
+                ApiError::validation("Last-Event-ID must be a sequence number")
+                    .with_details(FieldError::new("Last-Event-ID").reason("invalid_value"))
             }),
     }
 }

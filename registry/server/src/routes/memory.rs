@@ -11,6 +11,7 @@ use registry_memory::service::FeedbackRequest;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use registry_core::FieldError;
 use registry_core::deletion::Receipt;
 use registry_core::usage::UsageStats;
 use registry_memory::search::SearchResponse;
@@ -232,7 +233,7 @@ pub async fn write_batch(
     if req.memories.is_empty() || req.memories.len() > MAX_BATCH {
         return Err(
             ApiError::validation(format!("a batch holds 1 to {MAX_BATCH} memories"))
-                .with_details(serde_json::json!({ "field": "memories" })),
+                .with_details(FieldError::new("memories")),
         );
     }
     // What the document says of every item is checked before any is written: a blank
@@ -243,9 +244,8 @@ pub async fn write_batch(
         .iter()
         .position(|m| registry_core::text::is_blank(&m.content))
     {
-        return Err(ApiError::validation("content is empty").with_details(
-            serde_json::json!({ "field": format!("memories[{i}].content"), "reason": "invalid" }),
-        ));
+        return Err(ApiError::validation("content is empty")
+            .with_details(FieldError::new(format!("memories[{i}].content")).reason("invalid")));
     }
     state
         .blocking(move |s| {
@@ -403,7 +403,7 @@ pub async fn revoke(
         Some(other) => {
             return Err(
                 ApiError::validation(format!("unknown level {other:?} (revoked, purged)"))
-                    .with_details(serde_json::json!({"field": "level"})),
+                    .with_details(FieldError::new("level")),
             );
         }
     };

@@ -12,6 +12,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::post;
+use registry_core::FieldError;
 use registry_core::principal::Principal;
 use registry_memory::MemoryClass;
 use registry_memory::search::SearchRequest as MemorySearch;
@@ -124,13 +125,11 @@ fn hits(
     min_score: f32,
 ) -> ApiResult<Vec<Hit>> {
     if registry_core::text::is_blank(query) {
-        return Err(
-            ApiError::validation("query is empty").with_details(json!({ "field": "query" }))
-        );
+        return Err(ApiError::validation("query is empty").with_details(FieldError::new("query")));
     }
     if !(0.0..=1.0).contains(&min_score) {
         return Err(ApiError::validation("min_score must be within 0..1")
-            .with_details(json!({ "field": "min_score" })));
+            .with_details(FieldError::new("min_score")));
     }
     let mut out = vec![];
     if sources.contains(&RetrieveSource::Memory) {
@@ -232,7 +231,7 @@ pub async fn retrieve(
     if req.metadata_filter.as_ref().is_some_and(|f| !f.is_null()) {
         return Err(
             ApiError::validation("metadata_filter is not supported; use `sources`")
-                .with_details(json!({ "field": "metadata_filter" })),
+                .with_details(FieldError::new("metadata_filter")),
         );
     }
     let k = crate::extract::bounded("k", req.k.map(|k| k as u64), 4, 100)?;

@@ -3,6 +3,7 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use registry_core::FieldError;
 use registry_core::access;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::principal::Principal;
@@ -177,7 +178,7 @@ pub async fn list_assets(
         None => None,
         Some(k) => Some(AssetKind::parse(k).ok_or_else(|| {
             ApiError::validation(format!("unknown kind {k:?}"))
-                .with_details(serde_json::json!({"field": "kind"}))
+                .with_details(FieldError::new("kind"))
         })?),
     };
     let limit = crate::extract::bounded("limit", q.limit, 100, 1000)?;
@@ -233,7 +234,7 @@ pub async fn list_audit(
     if after > i64::MAX as u64 {
         return Err(
             ApiError::validation("after is beyond the largest sequence number")
-                .with_details(serde_json::json!({"field": "after", "reason": "out_of_range"})),
+                .with_details(FieldError::new("after").reason("out_of_range")),
         );
     }
     state
