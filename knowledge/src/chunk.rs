@@ -26,8 +26,21 @@ use crate::error::{Error, Result};
 use crate::instruction::{InstructionFlag, detect_instructions};
 
 /// Input formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Format {
     Md,
     Txt,
@@ -37,12 +50,7 @@ pub enum Format {
 
 impl Format {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Md => "md",
-            Format::Txt => "txt",
-            Format::Json => "json",
-            Format::Jsonl => "jsonl",
-        }
+        self.into()
     }
 
     /// Accepts the format names and the usual file extensions.

@@ -28,3 +28,26 @@ pub fn decode_utf8(bytes: Vec<u8>) -> Result<String> {
         offset: e.utf8_error().valid_up_to(),
     })
 }
+
+#[cfg(test)]
+mod wire_names {
+    use crate::chunk::Format;
+    use crate::model::Authority;
+
+    /// A variant's stored name (`as_str`, derived by strum) must be its serde name.
+    fn names_match_serde<T>()
+    where
+        T: strum::IntoEnumIterator + serde::Serialize + Into<&'static str> + Copy + std::fmt::Debug,
+    {
+        for v in T::iter() {
+            let name: &'static str = v.into();
+            assert_eq!(serde_json::to_value(v).unwrap(), name, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        names_match_serde::<Format>();
+        names_match_serde::<Authority>();
+    }
+}

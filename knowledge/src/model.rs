@@ -18,8 +18,11 @@ use serde::{Deserialize, Serialize};
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Authority {
     Informal = 0,
     #[default]
@@ -30,12 +33,7 @@ pub enum Authority {
 
 impl Authority {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Authority::Informal => "informal",
-            Authority::Reference => "reference",
-            Authority::SystemOfRecord => "system_of_record",
-            Authority::Policy => "policy",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {

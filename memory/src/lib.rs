@@ -10,14 +10,16 @@ pub mod detect;
 pub mod gate;
 pub mod identity;
 pub mod jobs;
+pub mod reason;
 pub mod record;
 pub mod search;
 pub mod service;
 pub mod temporal;
+pub mod weights;
 
 use registry_core::{CoreError, FieldError};
 
-pub use gate::{Decision, Reason, ReasonCode};
+pub use reason::{Decision, Reason, ReasonCode};
 pub use record::{Layer, MemoryBody, MemoryClass, MemoryStats, MemoryView, WriteRequest};
 pub use service::{MemoryService, StatsStore, WriteOutcome};
 
@@ -113,5 +115,28 @@ impl From<Error> for CoreError {
                 message: other.to_string(),
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod wire_names {
+    use crate::reason::Decision;
+    use crate::record::MemoryClass;
+
+    /// A variant's stored name (`as_str`, derived by strum) must be its serde name.
+    fn names_match_serde<T>()
+    where
+        T: strum::IntoEnumIterator + serde::Serialize + Into<&'static str> + Copy + std::fmt::Debug,
+    {
+        for v in T::iter() {
+            let name: &'static str = v.into();
+            assert_eq!(serde_json::to_value(v).unwrap(), name, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        names_match_serde::<Decision>();
+        names_match_serde::<MemoryClass>();
     }
 }

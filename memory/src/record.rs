@@ -6,10 +6,23 @@ use registry_core::asset::{AssetId, AssetRecord};
 use registry_core::{Scope, ScopeLevel, Sensitivity, SourceKind};
 use serde::{Deserialize, Serialize};
 
-use crate::gate::Reason;
+use crate::reason::Reason;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MemoryClass {
     /// Facts of the current session or task; expire with a TTL.
     Working,
@@ -30,12 +43,7 @@ impl MemoryClass {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            MemoryClass::Working => "working",
-            MemoryClass::Episodic => "episodic",
-            MemoryClass::Semantic => "semantic",
-            MemoryClass::Procedural => "procedural",
-        }
+        self.into()
     }
 
     pub fn tag(self) -> String {

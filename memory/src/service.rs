@@ -130,8 +130,8 @@ pub struct MemoryService {
     pub limits: Limits,
     /// Check-then-write in the gate (rules 5–6 look at one scope) is serialised per scope.
     locks: KeyedLocks,
-    /// The weights of the ranking mix ([`crate::search::WEIGHTS`] unless set), shared by clones.
-    weights: Arc<std::sync::RwLock<crate::search::Breakdown>>,
+    /// The weights of the ranking mix ([`crate::weights::WEIGHTS`] unless set), shared by clones.
+    weights: Arc<std::sync::RwLock<crate::weights::Breakdown>>,
     /// The model the gate's instruction detector takes its second opinion from
     /// (multilingual-e5-small, see `registry_detect::vector`); `None`: the classifier alone.
     gate_embedder: Option<Arc<dyn Embedder>>,
@@ -250,7 +250,7 @@ impl MemoryService {
             stats,
             limits: Limits::default(),
             locks: KeyedLocks::new(),
-            weights: Arc::new(std::sync::RwLock::new(crate::search::WEIGHTS)),
+            weights: Arc::new(std::sync::RwLock::new(crate::weights::WEIGHTS)),
             gate_embedder: None,
             task_log: None,
         }
@@ -279,13 +279,13 @@ impl MemoryService {
     }
 
     /// The weights search ranks by.
-    pub fn weights(&self) -> crate::search::Breakdown {
+    pub fn weights(&self) -> crate::weights::Breakdown {
         *self.weights.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Replaces the ranking weights for every clone of this service (a bench tuning them on
-    /// a development set; the defaults are [`crate::search::WEIGHTS`]).
-    pub fn set_weights(&self, w: crate::search::Breakdown) {
+    /// a development set; the defaults are [`crate::weights::WEIGHTS`]).
+    pub fn set_weights(&self, w: crate::weights::Breakdown) {
         *self.weights.write().unwrap_or_else(|e| e.into_inner()) = w;
     }
 

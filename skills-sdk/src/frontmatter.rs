@@ -22,10 +22,7 @@ pub const MAX_SKILL_MD_BYTES: usize = 1024 * 1024;
 /// Largest front matter (the YAML between the `---` lines), in bytes. The format's fields fit
 /// in under 3 KB (name 64, description 1024, compatibility 500 characters).
 pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
-/// Deepest nesting of sequences and mappings in a front matter; the format needs 2.
-pub const MAX_FRONTMATTER_DEPTH: usize = 32;
-/// Most YAML nodes (scalars, sequences and mappings, keys included) in a front matter.
-pub const MAX_FRONTMATTER_NODES: usize = 10_000;
+pub use crate::yaml::{MAX_FRONTMATTER_DEPTH, MAX_FRONTMATTER_NODES};
 
 pub const MAX_NAME_LEN: usize = 64;
 pub const MAX_DESCRIPTION_LEN: usize = 1024;

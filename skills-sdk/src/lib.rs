@@ -33,3 +33,25 @@ pub use skill::{
     Report, Skill, SkillSource, load_dir, validate_archive, validate_dir, validate_source,
 };
 pub use tree::{CanonicalTree, FileRecord, TreeDigest, digest_dir, tree_of_dir};
+
+#[cfg(test)]
+mod wire_names {
+    use crate::scan::{FindingSeverity, ScanVerdict};
+
+    /// A variant's stored name (`as_str`, derived by strum) must be its serde name.
+    fn names_match_serde<T>()
+    where
+        T: strum::IntoEnumIterator + serde::Serialize + Into<&'static str> + Copy + std::fmt::Debug,
+    {
+        for v in T::iter() {
+            let name: &'static str = v.into();
+            assert_eq!(serde_json::to_value(v).unwrap(), name, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        names_match_serde::<FindingSeverity>();
+        names_match_serde::<ScanVerdict>();
+    }
+}

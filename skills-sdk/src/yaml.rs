@@ -12,7 +12,10 @@ use std::collections::HashSet;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
 
-use crate::frontmatter::{MAX_FRONTMATTER_DEPTH, MAX_FRONTMATTER_NODES};
+/// Deepest nesting of sequences and mappings in a front matter; the format needs 2.
+pub const MAX_FRONTMATTER_DEPTH: usize = 32;
+/// Most YAML nodes (scalars, sequences and mappings, keys included) in a front matter.
+pub const MAX_FRONTMATTER_NODES: usize = 10_000;
 
 /// Why a YAML text was not read.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -27,8 +27,11 @@ pub fn new_asset_id() -> AssetId {
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AssetKind {
     Memory,
     Document,
@@ -54,15 +57,7 @@ impl AssetKind {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            AssetKind::Memory => "memory",
-            AssetKind::Document => "document",
-            AssetKind::Chunk => "chunk",
-            AssetKind::SkillVersion => "skill_version",
-            AssetKind::Summary => "summary",
-            AssetKind::SkillRun => "skill_run",
-            AssetKind::Task => "task",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -141,8 +136,11 @@ pub enum Trust {
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Sensitivity {
     Public,
     Internal,
@@ -159,12 +157,7 @@ impl Sensitivity {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Sensitivity::Public => "public",
-            Sensitivity::Internal => "internal",
-            Sensitivity::Confidential => "confidential",
-            Sensitivity::Secret => "secret",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -173,8 +166,21 @@ impl Sensitivity {
 }
 
 /// Lifecycle status. Content is immutable per version; status is governance state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum AssetStatus {
     Draft,
     Active,
@@ -191,19 +197,7 @@ pub enum AssetStatus {
 
 impl AssetStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            AssetStatus::Draft => "draft",
-            AssetStatus::Active => "active",
-            AssetStatus::Candidate => "candidate",
-            AssetStatus::Quarantined => "quarantined",
-            AssetStatus::ConflictPending => "conflict_pending",
-            AssetStatus::Confirmed => "confirmed",
-            AssetStatus::Superseded => "superseded",
-            AssetStatus::Deprecated => "deprecated",
-            AssetStatus::Yanked => "yanked",
-            AssetStatus::Revoked => "revoked",
-            AssetStatus::Expired => "expired",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {

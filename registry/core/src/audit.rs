@@ -203,58 +203,6 @@ impl AuditAction {
             AuditAction::MemoryRevoke | AuditAction::KeyRevoke | AuditAction::DeletionRevoke
         )
     }
-
-    /// The change-feed kind the action projects to. `memory.write` is split further by the
-    /// gate's decision ([`crate::feed::kind_of`]); `deletion.revoke` is a document deletion
-    /// only when a root of its receipt is a document (the projection checks).
-    pub fn feed_kind(self) -> Option<crate::feed::FeedKind> {
-        use crate::feed::FeedKind;
-        use AuditAction::*;
-        Some(match self {
-            SkillPublish | SkillRelease | SkillReview | SkillPromote | SkillScanOverride
-            | SkillDeprecate | SkillYank | SkillUnyank | SkillRollback => {
-                FeedKind::SkillVersionMoved
-            }
-            MemoryWrite | MemoryMerge | MemoryConfirm => FeedKind::MemoryWritten,
-            MemoryRevoke => FeedKind::MemoryRevoked,
-            KnowledgeDocumentIngest => FeedKind::DocumentIngested,
-            DeletionRevoke => FeedKind::DocumentDeleted,
-            DeletionComplete => FeedKind::ReceiptCompleted,
-            TaskStatus => FeedKind::TaskStatus,
-            // Listed, not `_`: a new action decides whether subscribers see it.
-            MemorySupersede
-            | MemoryFeedback
-            | MemoryRetire
-            | MemoryReject
-            | MemoryConsolidate
-            | MemoryConflictResolved
-            | MemoryExpire
-            | MemoryDecayReview
-            | MemoryRetireProposed
-            | MemoryRegenerate
-            | KnowledgeDocumentSupersede
-            | KnowledgeChunkCreate
-            | KnowledgeChunkSupersede
-            | SkillTest
-            | SkillTestSelfReported
-            | SkillTestWaiver
-            | SkillRunReport
-            | SkillObserveFlag
-            | TaskCreate
-            | TaskUpdate
-            | TaskEventsAppend
-            | TaskArtifactPut
-            | TaskSummary
-            | TaskCheckpoint
-            | DeletionPurge
-            | DeletionPurgeVersions
-            | AssetReown
-            | KeyCreate
-            | KeyRevoke
-            | WebhookCreate
-            | WebhookDelete => return None,
-        })
-    }
 }
 
 impl From<AuditAction> for String {
@@ -325,7 +273,7 @@ impl AuditDraft {
 
     /// Refuses a draft with a NUL character in any field (see [`crate::store::refuse_nul`]).
     pub fn refuse_nul(&self) -> crate::error::CoreResult<()> {
-        crate::store::refuse_nul([
+        crate::text::refuse_nul([
             ("audit.actor", Some(self.actor.as_str())),
             ("audit.tenant", self.tenant.as_deref()),
             ("audit.action", Some(self.action.as_str())),
@@ -536,87 +484,6 @@ pub struct Verification {
     pub checkpoints: u64,
 }
 
-/// Walks the whole stored chain page by page with `key`, checks every stored checkpoint and
-/// the one kept outside the database (`anchor`, the newest the operator has) against it, and
-/// reports the first break. With `tenant`, counts and names only that tenant's events (and
-/// the global ones): one tenant learns nothing of another's activity from a verification.
-pub fn verify_store(
-    store: &dyn crate::store::AssetStore,
-    key: Option<&AuditKey>,
-    anchor: Option<&Checkpoint>,
-    tenant: Option<&str>,
-) -> crate::error::CoreResult<Verification> {
-    let mut checkpoints = store.audit_checkpoints()?;
-    checkpoints.extend(anchor.cloned());
-    let mut pending: std::collections::BTreeMap<u64, Vec<Checkpoint>> = Default::default();
-    for cp in checkpoints {
-        pending.entry(cp.seq).or_default().push(cp);
-    }
-    let checked = pending.values().map(|v| v.len() as u64).sum();
-    let mut v = ChainVerifier::new(key.cloned());
-    let mut own = 0u64;
-    let mine =
-        |e: &AuditEvent| tenant.is_none_or(|t| e.draft.tenant.as_deref().is_none_or(|x| x == t));
-    let broken = |seq: u64, reason: String, own: u64, mine_at: bool| Verification {
-        ok: false,
-        events: own,
-        broken_at: (tenant.is_none() || mine_at).then_some(seq),
-        reason: Some(if tenant.is_none() || mine_at {
-            reason
-        } else {
-            "the chain is broken at an event outside this tenant; the operator can locate it".into()
-        }),
-        checkpoints: checked,
-    };
-    let mut after = 0;
-    loop {
-        let page = store.audit_events(after, 5000)?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        for e in &page {
-            if let Err(b) = v.push(e) {
-                return Ok(broken(b.seq, b.reason, own, mine(e)));
-            }
-            if mine(e) {
-                own += 1;
-            }
-            if let Some(cps) = pending.remove(&e.seq) {
-                for cp in cps {
-                    let signed = key.is_some_and(|k| cp.is_signed_by(k));
-                    if !signed || cp.hash != e.hash {
-                        let why = if signed {
-                            "a signed checkpoint does not match the event at its position"
-                        } else {
-                            "a checkpoint is not signed by the audit key"
-                        };
-                        return Ok(broken(e.seq, why.into(), own, mine(e)));
-                    }
-                }
-            }
-        }
-    }
-    // A checkpoint past the end: events it covered were deleted.
-    if let Some((&seq, _)) = pending.iter().next() {
-        let first_missing = v.count() + 1;
-        return Ok(broken(
-            first_missing,
-            format!(
-                "a signed checkpoint covers {seq} events but the log ends at {}: events were deleted",
-                v.count()
-            ),
-            own,
-            tenant.is_none(),
-        ));
-    }
-    Ok(Verification {
-        ok: true,
-        events: own,
-        broken_at: None,
-        reason: None,
-        checkpoints: checked,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -716,39 +583,12 @@ mod tests {
     /// (`starts_with("deletion.")`, `contains("revoke")` and the feed's table).
     #[test]
     fn the_predicates_pick_the_actions_their_names_say() {
-        use crate::feed::FeedKind;
         use strum::IntoEnumIterator;
         for a in AuditAction::iter() {
             let n = a.as_str();
             assert_eq!(a.is_deletion(), n.starts_with("deletion."), "{n}");
             assert_eq!(a.is_revocation(), n.contains("revoke"), "{n}");
         }
-        let fed: Vec<(&str, FeedKind)> = AuditAction::iter()
-            .filter_map(|a| Some((a.as_str(), a.feed_kind()?)))
-            .collect();
-        let moved = FeedKind::SkillVersionMoved;
-        assert_eq!(
-            fed,
-            [
-                ("memory.write", FeedKind::MemoryWritten),
-                ("memory.merge", FeedKind::MemoryWritten),
-                ("memory.confirm", FeedKind::MemoryWritten),
-                ("memory.revoke", FeedKind::MemoryRevoked),
-                ("knowledge.document.ingest", FeedKind::DocumentIngested),
-                ("skill.publish", moved),
-                ("skill.review", moved),
-                ("skill.promote", moved),
-                ("skill.scan_override", moved),
-                ("skill.release", moved),
-                ("skill.deprecate", moved),
-                ("skill.yank", moved),
-                ("skill.unyank", moved),
-                ("skill.rollback", moved),
-                ("task.status", FeedKind::TaskStatus),
-                ("deletion.revoke", FeedKind::DocumentDeleted),
-                ("deletion.complete", FeedKind::ReceiptCompleted),
-            ]
-        );
     }
 
     #[test]

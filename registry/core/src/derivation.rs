@@ -5,8 +5,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::asset::AssetId;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Relation {
     /// A chunk cut from a document.
     ChunkOf,
@@ -28,16 +41,7 @@ pub enum Relation {
 
 impl Relation {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Relation::ChunkOf => "chunk_of",
-            Relation::IndexedAs => "indexed_as",
-            Relation::ConsolidatedFrom => "consolidated_from",
-            Relation::SummaryOf => "summary_of",
-            Relation::Supersedes => "supersedes",
-            Relation::Cites => "cites",
-            Relation::RunOf => "run_of",
-            Relation::Produced => "produced",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -58,8 +62,21 @@ impl Relation {
 }
 
 /// Where a child lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ChildStore {
     Assets,
     TextIndex,
@@ -69,12 +86,7 @@ pub enum ChildStore {
 
 impl ChildStore {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ChildStore::Assets => "assets",
-            ChildStore::TextIndex => "text_index",
-            ChildStore::VectorIndex => "vector_index",
-            ChildStore::Blobs => "blobs",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -7,8 +7,11 @@
 use serde::Serialize;
 
 /// Stable, machine-readable error codes. The wire form is the SCREAMING_SNAKE name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, strum::IntoStaticStr, strum::EnumIter,
+)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[strum(serialize_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     Unauthenticated,
     Forbidden,
@@ -76,30 +79,7 @@ impl ErrorCode {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
-            ErrorCode::Forbidden => "FORBIDDEN",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::ValidationFailed => "VALIDATION_FAILED",
-            ErrorCode::BadRequest => "BAD_REQUEST",
-            ErrorCode::Conflict => "CONFLICT",
-            ErrorCode::InvalidTransition => "INVALID_TRANSITION",
-            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-            ErrorCode::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
-            ErrorCode::WriteGateRejected => "WRITE_GATE_REJECTED",
-            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
-            ErrorCode::FixedZoneOverBudget => "FIXED_ZONE_OVER_BUDGET",
-            ErrorCode::ModelUnavailable => "MODEL_UNAVAILABLE",
-            ErrorCode::ConfigInvalid => "CONFIG_INVALID",
-            ErrorCode::Internal => "INTERNAL",
-            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
-            ErrorCode::TooManyRequests => "TOO_MANY_REQUESTS",
-            ErrorCode::ScanFailed => "SCAN_FAILED",
-            ErrorCode::TestEvidenceMissing => "TEST_EVIDENCE_MISSING",
-            ErrorCode::ReplayUnavailable => "REPLAY_UNAVAILABLE",
-            ErrorCode::MemoryNotEligible => "MEMORY_NOT_ELIGIBLE",
-        }
+        self.into()
     }
 }
 

@@ -32,27 +32,88 @@ use crate::scope::Scope;
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 pub enum FeedKind {
     #[serde(rename = "skill.version.moved")]
+    #[strum(serialize = "skill.version.moved")]
     SkillVersionMoved,
     #[serde(rename = "memory.written")]
+    #[strum(serialize = "memory.written")]
     MemoryWritten,
     #[serde(rename = "memory.held")]
+    #[strum(serialize = "memory.held")]
     MemoryHeld,
     #[serde(rename = "memory.revoked")]
+    #[strum(serialize = "memory.revoked")]
     MemoryRevoked,
     #[serde(rename = "document.ingested")]
+    #[strum(serialize = "document.ingested")]
     DocumentIngested,
     #[serde(rename = "document.deleted")]
+    #[strum(serialize = "document.deleted")]
     DocumentDeleted,
     #[serde(rename = "receipt.completed")]
+    #[strum(serialize = "receipt.completed")]
     ReceiptCompleted,
     #[serde(rename = "task.status")]
+    #[strum(serialize = "task.status")]
     TaskStatus,
 }
 
 impl FeedKind {
+    /// The change-feed kind an audit action projects to. `memory.write` is split further by the
+    /// gate's decision ([`kind_of`]); `deletion.revoke` is a document deletion
+    /// only when a root of its receipt is a document (the projection checks).
+    pub fn of(action: AuditAction) -> Option<FeedKind> {
+        use AuditAction::*;
+        Some(match action {
+            SkillPublish | SkillRelease | SkillReview | SkillPromote | SkillScanOverride
+            | SkillDeprecate | SkillYank | SkillUnyank | SkillRollback => {
+                FeedKind::SkillVersionMoved
+            }
+            MemoryWrite | MemoryMerge | MemoryConfirm => FeedKind::MemoryWritten,
+            MemoryRevoke => FeedKind::MemoryRevoked,
+            KnowledgeDocumentIngest => FeedKind::DocumentIngested,
+            DeletionRevoke => FeedKind::DocumentDeleted,
+            DeletionComplete => FeedKind::ReceiptCompleted,
+            TaskStatus => FeedKind::TaskStatus,
+            // Listed, not `_`: a new action decides whether subscribers see it.
+            MemorySupersede
+            | MemoryFeedback
+            | MemoryRetire
+            | MemoryReject
+            | MemoryConsolidate
+            | MemoryConflictResolved
+            | MemoryExpire
+            | MemoryDecayReview
+            | MemoryRetireProposed
+            | MemoryRegenerate
+            | KnowledgeDocumentSupersede
+            | KnowledgeChunkCreate
+            | KnowledgeChunkSupersede
+            | SkillTest
+            | SkillTestSelfReported
+            | SkillTestWaiver
+            | SkillRunReport
+            | SkillObserveFlag
+            | TaskCreate
+            | TaskUpdate
+            | TaskEventsAppend
+            | TaskArtifactPut
+            | TaskSummary
+            | TaskCheckpoint
+            | DeletionPurge
+            | DeletionPurgeVersions
+            | AssetReown
+            | KeyCreate
+            | KeyRevoke
+            | WebhookCreate
+            | WebhookDelete => return None,
+        })
+    }
+
     pub const ALL: [FeedKind; 8] = [
         FeedKind::SkillVersionMoved,
         FeedKind::MemoryWritten,
@@ -65,16 +126,7 @@ impl FeedKind {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            FeedKind::SkillVersionMoved => "skill.version.moved",
-            FeedKind::MemoryWritten => "memory.written",
-            FeedKind::MemoryHeld => "memory.held",
-            FeedKind::MemoryRevoked => "memory.revoked",
-            FeedKind::DocumentIngested => "document.ingested",
-            FeedKind::DocumentDeleted => "document.deleted",
-            FeedKind::ReceiptCompleted => "receipt.completed",
-            FeedKind::TaskStatus => "task.status",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<FeedKind> {
@@ -95,7 +147,7 @@ const HELD_DECISIONS: [&str; 2] = ["candidate", "conflict_pending"];
 /// anyone could read, so it has none.
 pub fn kind_of(d: &AuditDraft) -> Option<FeedKind> {
     let action = d.audit_action()?;
-    let kind = action.feed_kind()?;
+    let kind = FeedKind::of(action)?;
     if action == AuditAction::MemoryWrite {
         return match d.reason.as_deref() {
             Some("rejected") => None,
@@ -168,8 +220,20 @@ pub fn sign_body(secret: &str, body: &[u8]) -> String {
 }
 
 /// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum DeliveryStatus {
     /// Waiting for its first or next attempt.
     Pending,
@@ -183,12 +247,7 @@ pub enum DeliveryStatus {
 
 impl DeliveryStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::Dead => "dead",
-            DeliveryStatus::Withheld => "withheld",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -264,6 +323,38 @@ pub trait FeedStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The actions subscribers see, against the feed's former table.
+    #[test]
+    fn the_feed_sees_the_actions_of_its_table() {
+        use strum::IntoEnumIterator;
+        let fed: Vec<(&str, FeedKind)> = AuditAction::iter()
+            .filter_map(|a| Some((a.as_str(), FeedKind::of(a)?)))
+            .collect();
+        let moved = FeedKind::SkillVersionMoved;
+        assert_eq!(
+            fed,
+            [
+                ("memory.write", FeedKind::MemoryWritten),
+                ("memory.merge", FeedKind::MemoryWritten),
+                ("memory.confirm", FeedKind::MemoryWritten),
+                ("memory.revoke", FeedKind::MemoryRevoked),
+                ("knowledge.document.ingest", FeedKind::DocumentIngested),
+                ("skill.publish", moved),
+                ("skill.review", moved),
+                ("skill.promote", moved),
+                ("skill.scan_override", moved),
+                ("skill.release", moved),
+                ("skill.deprecate", moved),
+                ("skill.yank", moved),
+                ("skill.unyank", moved),
+                ("skill.rollback", moved),
+                ("task.status", FeedKind::TaskStatus),
+                ("deletion.revoke", FeedKind::DocumentDeleted),
+                ("deletion.complete", FeedKind::ReceiptCompleted),
+            ]
+        );
+    }
 
     #[test]
     fn held_memory_writes_are_their_own_kind_and_rejections_none() {

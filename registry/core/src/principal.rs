@@ -4,14 +4,29 @@
 //! projects, purposes, clearance, platform): request headers can only narrow its position inside
 //! those bounds (a project it belongs to, a session, a task, a purpose it holds), never widen them.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::acl::Acl;
 use crate::asset::{AssetMeta, Sensitivity, Trust};
 use crate::scope::Scope;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Role {
     Admin,
     Writer,
@@ -38,15 +53,7 @@ impl Role {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Writer => "writer",
-            Role::Reader => "reader",
-            Role::Reviewer => "reviewer",
-            Role::Ingest => "ingest",
-            Role::Feedback => "feedback",
-            Role::Tester => "tester",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Role> {
@@ -62,6 +69,30 @@ pub const ALL_PURPOSES: &str = "*";
 
 fn default_clearance() -> Sensitivity {
     Sensitivity::Secret
+}
+
+/// A stored API key. Only the sha256 of the secret is kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub key_hash: String,
+    pub tenant: String,
+    pub user: String,
+    pub groups: Vec<String>,
+    pub roles: Vec<Role>,
+    /// Issued by the operator for the platform: governs the global scope.
+    #[serde(default)]
+    pub platform: bool,
+    /// Projects of the tenant the key belongs to (`*`: all).
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// Purposes the key may name in `X-Purpose` (`*`: all); none: no purpose-restricted reads.
+    #[serde(default)]
+    pub purposes: Vec<String>,
+    /// Most sensitive data the key reads.
+    pub clearance: Sensitivity,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// An authenticated caller. The tenant and user come from the API key and cannot be chosen by
@@ -120,7 +151,7 @@ impl Principal {
 
     /// The principal of a stored key, before any request narrows it (`X-Project`,
     /// `X-Purpose`). Every door resolves a key through this.
-    pub fn of_key(rec: &crate::store::ApiKeyRecord) -> Self {
+    pub fn of_key(rec: &ApiKeyRecord) -> Self {
         Principal {
             tenant: rec.tenant.clone(),
             user: rec.user.clone(),

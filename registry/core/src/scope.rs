@@ -22,8 +22,11 @@ use crate::error::{CoreError, CoreResult, FieldError};
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ScopeLevel {
     Global,
     Tenant,
@@ -35,14 +38,7 @@ pub enum ScopeLevel {
 
 impl ScopeLevel {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ScopeLevel::Global => "global",
-            ScopeLevel::Tenant => "tenant",
-            ScopeLevel::Project => "project",
-            ScopeLevel::User => "user",
-            ScopeLevel::Session => "session",
-            ScopeLevel::Task => "task",
-        }
+        self.into()
     }
 }
 

@@ -12,11 +12,12 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus, Sensitivity};
+use crate::asset::{AssetId, AssetKind, AssetRecord, AssetStatus};
 use crate::audit::{AuditDraft, AuditEvent, Checkpoint};
 use crate::derivation::DerivationEdge;
-use crate::error::{CoreResult, FieldError};
-use crate::principal::Role;
+use crate::error::CoreResult;
+pub use crate::principal::ApiKeyRecord;
+pub use crate::text::refuse_nul;
 
 /// One operation inside an atomic commit.
 #[derive(Debug, Clone)]
@@ -113,47 +114,6 @@ pub trait AssetStore: Send + Sync {
     fn purge_method(&self) -> Option<&'static str> {
         None
     }
-}
-
-/// Refuses a stored identifier or name that holds a NUL character, naming the field. PostgreSQL
-/// cannot keep NUL in a text column, so no backend stores one there (SQLite could): both refuse
-/// it the same way, and a lookup by such text finds nothing. JSON bodies keep it as `\u0000`.
-pub fn refuse_nul<'a>(
-    fields: impl IntoIterator<Item = (&'static str, Option<&'a str>)>,
-) -> CoreResult<()> {
-    for (field, value) in fields {
-        if value.is_some_and(|v| v.contains('\0')) {
-            return Err(crate::error::CoreError::validation_with(
-                format!("{field} holds a NUL character"),
-                FieldError::new(field).reason("nul_character"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A stored API key. Only the sha256 of the secret is kept.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApiKeyRecord {
-    pub id: String,
-    pub key_hash: String,
-    pub tenant: String,
-    pub user: String,
-    pub groups: Vec<String>,
-    pub roles: Vec<Role>,
-    /// Issued by the operator for the platform: governs the global scope.
-    #[serde(default)]
-    pub platform: bool,
-    /// Projects of the tenant the key belongs to (`*`: all).
-    #[serde(default)]
-    pub projects: Vec<String>,
-    /// Purposes the key may name in `X-Purpose` (`*`: all); none: no purpose-restricted reads.
-    #[serde(default)]
-    pub purposes: Vec<String>,
-    /// Most sensitive data the key reads.
-    pub clearance: Sensitivity,
-    pub created_at: DateTime<Utc>,
-    pub revoked_at: Option<DateTime<Utc>>,
 }
 
 pub trait KeyStore: Send + Sync {

@@ -28,8 +28,11 @@ use crate::error::CoreResult;
     Serialize,
     Deserialize,
     schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
 )]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EventType {
     UserMessage,
     Decision,
@@ -59,18 +62,7 @@ impl EventType {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::UserMessage => "user_message",
-            EventType::Decision => "decision",
-            EventType::ToolCall => "tool_call",
-            EventType::ToolResult => "tool_result",
-            EventType::Error => "error",
-            EventType::Note => "note",
-            EventType::OpenItem => "open_item",
-            EventType::ResolvedItem => "resolved_item",
-            EventType::Approval => "approval",
-            EventType::Plan => "plan",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -95,7 +87,7 @@ pub struct NewEvent {
 impl NewEvent {
     /// Refuses a NUL character in any stored text, naming the field (`store::refuse_nul`).
     pub fn refuse_nul(&self) -> CoreResult<()> {
-        crate::store::refuse_nul([
+        crate::text::refuse_nul([
             ("id", Some(self.client_id.as_str())),
             ("actor", Some(self.actor.as_str())),
             ("content", Some(self.content.as_str())),
@@ -145,8 +137,20 @@ pub struct ArtifactRecord {
 }
 
 /// What a mark is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum MarkKind {
     /// A compaction summary of the events `from_seq ..= to_seq`.
     Summary,
@@ -156,10 +160,7 @@ pub enum MarkKind {
 
 impl MarkKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            MarkKind::Summary => "summary",
-            MarkKind::Checkpoint => "checkpoint",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<Self> {

@@ -1,5 +1,7 @@
 //! What the wire contract says about free text, shared by every crate that checks a field.
 
+use crate::error::{CoreError, CoreResult, FieldError};
+
 /// The JSON Schema pattern of a text that must not be blank: it holds one character that is
 /// not white space.
 pub const NOT_BLANK: &str = r"\S";
@@ -103,4 +105,21 @@ mod cjk_tests {
         assert!(!mostly_cjk("？！ 123"));
         assert!(!mostly_cjk(""));
     }
+}
+
+/// Refuses a stored identifier or name that holds a NUL character, naming the field. PostgreSQL
+/// cannot keep NUL in a text column, so no backend stores one there (SQLite could): both refuse
+/// it the same way, and a lookup by such text finds nothing. JSON bodies keep it as `\u0000`.
+pub fn refuse_nul<'a>(
+    fields: impl IntoIterator<Item = (&'static str, Option<&'a str>)>,
+) -> CoreResult<()> {
+    for (field, value) in fields {
+        if value.is_some_and(|v| v.contains('\0')) {
+            return Err(CoreError::validation_with(
+                format!("{field} holds a NUL character"),
+                FieldError::new(field).reason("nul_character"),
+            ));
+        }
+    }
+    Ok(())
 }

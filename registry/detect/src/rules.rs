@@ -15,8 +15,22 @@ use crate::normalize::{QUOTE, is_cjk};
 
 /// One piece of evidence. The names are stable (snake_case on the wire) and never carry the
 /// matched text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Signal {
     /// Chat-template tokens, `[SYSTEM]`, `### Instruction`, `system:` headers, `<system>` tags.
     RoleMarker,
@@ -86,37 +100,7 @@ pub enum Signal {
 impl Signal {
     /// Stable snake_case name.
     pub fn as_str(self) -> &'static str {
-        use Signal::*;
-        match self {
-            RoleMarker => "role_marker",
-            ToolForgery => "tool_forgery",
-            AuthorityClaim => "authority_claim",
-            HiddenMarkup => "hidden_markup",
-            InvisibleChars => "invisible_chars",
-            ObfuscatedText => "obfuscated_text",
-            NamesAgent => "names_agent",
-            SecondPerson => "second_person",
-            Directive => "directive",
-            Persistence => "persistence",
-            Unconditional => "unconditional",
-            ControlTarget => "control_target",
-            PermissiveAct => "permissive_act",
-            OverrideInstructions => "override_instructions",
-            RoleReassignment => "role_reassignment",
-            ControlBypass => "control_bypass",
-            FixedAnswer => "fixed_answer",
-            Exfiltration => "exfiltration",
-            PromptDisclosure => "prompt_disclosure",
-            CredentialRequest => "credential_request",
-            Concealment => "concealment",
-            HidesFromOversight => "hides_from_oversight",
-            AgentRules => "agent_rules",
-            OtherUsers => "other_users",
-            WeakensControl => "weakens_control",
-            DescribesAttack => "describes_attack",
-            QuotedInstruction => "quoted_instruction",
-            Classifier => "classifier",
-        }
+        self.into()
     }
 
     /// Every signal, in a fixed order (the classifier's feature order).

@@ -13,8 +13,22 @@ use serde::{Deserialize, Serialize};
 use crate::normalize::visible_nfkc;
 
 /// What a detector found. Only the kind is ever reported, never the matched text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FindingKind {
     ApiKey,
     AwsAccessKey,
@@ -44,20 +58,7 @@ pub enum Severity {
 impl FindingKind {
     /// Stable snake_case name.
     pub fn as_str(self) -> &'static str {
-        match self {
-            FindingKind::ApiKey => "api_key",
-            FindingKind::AwsAccessKey => "aws_access_key",
-            FindingKind::GithubToken => "github_token",
-            FindingKind::Jwt => "jwt",
-            FindingKind::PrivateKey => "private_key",
-            FindingKind::Password => "password",
-            FindingKind::ConnectionString => "connection_string",
-            FindingKind::CardNumber => "card_number",
-            FindingKind::Iban => "iban",
-            FindingKind::NationalId => "national_id",
-            FindingKind::Email => "email",
-            FindingKind::Phone => "phone",
-        }
+        self.into()
     }
 
     /// Credentials and financial or national identifiers are secret; contact details are

@@ -6,9 +6,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
-use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
-use registry_core::store::KeyStore;
 use registry_core::{ErrorCode, FieldError};
 use serde::de::DeserializeOwned;
 
@@ -330,22 +328,6 @@ fn valid_context(v: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
 }
 
-/// Looks a key up by its sha256; revoked and unknown keys both answer 401.
-pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Principal, ApiError> {
-    principal_for_key_hash(store, &sha256_hex(key))?.ok_or_else(ApiError::unauthenticated)
-}
-
-/// The principal of the key with this sha256 (`None`: unknown or revoked). The console resolves
-/// its sessions' keys through this, so both doors see the same principal.
-pub fn principal_for_key_hash(
-    store: &dyn KeyStore,
-    key_hash: &str,
-) -> Result<Option<Principal>, ApiError> {
-    let Some(rec) = store.find_key(key_hash)?.filter(|r| r.revoked_at.is_none()) else {
-        return Ok(None);
-    };
-    Ok(Some(Principal::of_key(&rec)))
-}
 /// A count parameter (`limit`, `k`) within its documented bound: absent gives the default, 0
 /// gives 1, above `max` is refused (422, naming the field), as the contract's `maximum` says.
 /// As [`bounded`], for a parameter documented with `minimum: 1`: 0 is refused.

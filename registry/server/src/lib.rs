@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod bodies;
 pub mod cli;
 pub mod config;
 
@@ -11,6 +12,7 @@ pub mod mcp;
 pub mod openapi;
 pub mod request;
 pub mod routes;
+pub mod slots;
 
 pub mod state;
 pub mod webhooks;
@@ -79,7 +81,7 @@ pub fn app_with(state: AppState, shutdown: tokio_util::sync::CancellationToken) 
 fn console(state: &AppState) -> Router {
     let store = state.services.backends.store.clone();
     let lookup: registry_ui::KeyLookup = std::sync::Arc::new(move |hash: &str| {
-        extract::principal_for_key_hash(store.as_ref(), hash).map_err(|e| e.message)
+        state::principal_for_key_hash(store.as_ref(), hash).map_err(|e| e.message)
     });
     registry_ui::router(registry_ui::Console::new(state.services.clone(), lookup))
 }

@@ -2,6 +2,8 @@
 //! backends of the data directory. Everything durable lives there; the state holds only
 //! handles, so a restart loses nothing.
 
+use registry_core::hash::sha256_hex;
+use registry_core::store::KeyStore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +21,6 @@ use registry_vector_qdrant::{QdrantOptions, QdrantVectorIndex};
 
 use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::principal_for_key;
 
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
@@ -32,9 +33,9 @@ pub struct Inner {
     pub config: Config,
     pub services: Services,
     /// Open MCP sessions per key.
-    pub mcp_sessions: crate::mcp::SessionLimits,
+    pub mcp_sessions: crate::slots::SessionLimits,
     /// Open `/v1/events` streams per key.
-    pub feed_streams: Arc<crate::routes::feed::StreamSlots>,
+    pub feed_streams: Arc<crate::slots::StreamSlots>,
     /// Begun when the server stops taking requests ([`crate::serve_until`]): every request's
     /// deadline watches it, so uncommitted blocking work stops at its next check.
     pub shutdown: Shutdown,
@@ -462,7 +463,7 @@ impl AppState {
             }
         }
         Ok(AppState(Arc::new(Inner {
-            mcp_sessions: crate::mcp::SessionLimits::new(config.mcp_max_sessions_per_key),
+            mcp_sessions: crate::slots::SessionLimits::new(config.mcp_max_sessions_per_key),
             shutdown: Shutdown::new(),
             feed_streams: Default::default(),
             _follower: follower,
@@ -527,4 +528,21 @@ impl Drop for CancelOnDrop {
             d.cancel();
         }
     }
+}
+
+/// Looks a key up by its sha256; revoked and unknown keys both answer 401.
+pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Principal, ApiError> {
+    principal_for_key_hash(store, &sha256_hex(key))?.ok_or_else(ApiError::unauthenticated)
+}
+
+/// The principal of the key with this sha256 (`None`: unknown or revoked). The console resolves
+/// its sessions' keys through this, so both doors see the same principal.
+pub fn principal_for_key_hash(
+    store: &dyn KeyStore,
+    key_hash: &str,
+) -> Result<Option<Principal>, ApiError> {
+    let Some(rec) = store.find_key(key_hash)?.filter(|r| r.revoked_at.is_none()) else {
+        return Ok(None);
+    };
+    Ok(Some(Principal::of_key(&rec)))
 }

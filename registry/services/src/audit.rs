@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use registry_core::audit::{AuditKey, Checkpoint, Verification, verify_store};
+use registry_core::audit::{AuditKey, Checkpoint, Verification};
 use registry_core::store::Store;
+use registry_core::verify::verify_store;
 use registry_core::{CoreError, CoreResult};
 
 pub struct AuditService {

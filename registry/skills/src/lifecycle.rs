@@ -7,9 +7,22 @@ use registry_core::asset::AssetStatus;
 use serde::{Deserialize, Serialize};
 
 /// Where a version is in its lifecycle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LifecycleState {
     Draft,
     Tested,
@@ -21,8 +34,20 @@ pub enum LifecycleState {
 }
 
 /// A step a caller asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum Action {
     /// Record the declared tests' results (passed: `tested`; failed: back to `draft`).
     Test,
@@ -39,14 +64,7 @@ pub enum Action {
 
 impl Action {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Test => "test",
-            Action::Review => "review",
-            Action::Promote => "promote",
-            Action::Deprecate => "deprecate",
-            Action::Yank => "yank",
-            Action::Unyank => "unyank",
-        }
+        self.into()
     }
 }
 
@@ -73,15 +91,7 @@ pub const TRANSITIONS: &[(LifecycleState, Action, &[LifecycleState])] = &[
 
 impl LifecycleState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Draft => "draft",
-            Tested => "tested",
-            Approved => "approved",
-            Rejected => "rejected",
-            Published => "published",
-            Deprecated => "deprecated",
-            Yanked => "yanked",
-        }
+        self.into()
     }
 
     /// Actions legal from this state, in table order.

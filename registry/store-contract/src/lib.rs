@@ -11,9 +11,7 @@ use registry_core::acl::{Acl, AclEntry};
 use registry_core::asset::{
     AssetId, AssetKind, AssetMeta, AssetRecord, AssetStatus, Sensitivity, SourceKind, Trust,
 };
-use registry_core::audit::{
-    AuditAction, AuditDraft, AuditEvent, AuditKey, verify_chain, verify_store,
-};
+use registry_core::audit::{AuditAction, AuditDraft, AuditEvent, AuditKey, verify_chain};
 use registry_core::deletion::{
     DeletionLevel, ReachedAsset, Receipt, ReceiptCounts, ReceiptStatus, StoreReach,
 };
@@ -21,6 +19,7 @@ use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Role;
 use registry_core::store::{ApiKeyRecord, AssetQuery, Store, WriteOp};
+use registry_core::verify::verify_store;
 use registry_core::{CoreError, CoreResult, Scope};
 
 mod operations;

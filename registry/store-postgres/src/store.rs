@@ -905,7 +905,7 @@ impl AssetStore for PgStore {
                             &[id],
                         )
                         .map_err(pg)?;
-                    crate::tasks::purge_task_rows(db, id)?;
+                    purge_task_rows(db, id)?;
                 }
                 append_audit(db, audit, key.as_ref())?;
                 let logged: Vec<&str> =
@@ -1207,4 +1207,17 @@ impl ReceiptStore for PgStore {
             })
         })
     }
+}
+
+/// Deletes a task's log inside a purge's transaction; returns the rows removed.
+fn purge_task_rows<C: GenericClient>(db: &mut Db<'_, C>, task: &str) -> CoreResult<u64> {
+    let mut n = 0;
+    for sql in [
+        "DELETE FROM task_events WHERE task = $1",
+        "DELETE FROM task_artifacts WHERE task = $1",
+        "DELETE FROM task_marks WHERE task = $1",
+    ] {
+        n += db.execute(sql, &[&task]).map_err(pg)?;
+    }
+    Ok(n)
 }

@@ -359,16 +359,3 @@ impl TaskLogStore for PgStore {
         })
     }
 }
-
-/// Deletes a task's log inside a purge's transaction; returns the rows removed.
-pub(crate) fn purge_task_rows<C: GenericClient>(db: &mut Db<'_, C>, task: &str) -> CoreResult<u64> {
-    let mut n = 0;
-    for sql in [
-        "DELETE FROM task_events WHERE task = $1",
-        "DELETE FROM task_artifacts WHERE task = $1",
-        "DELETE FROM task_marks WHERE task = $1",
-    ] {
-        n += db.execute(sql, &[&task]).map_err(pg)?;
-    }
-    Ok(n)
-}

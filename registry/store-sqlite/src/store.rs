@@ -725,7 +725,7 @@ impl AssetStore for SqliteStore {
                         [id],
                     )
                     .map_err(be)? as u64;
-                crate::tasks::purge_task_rows(tx, id)?;
+                purge_task_rows(tx, id)?;
             }
             append_audit(tx, audit, key.as_ref())?;
             Ok(counts)
@@ -1048,4 +1048,15 @@ impl registry_core::store::Store for SqliteStore {
     fn schema_version(&self) -> CoreResult<i64> {
         SqliteStore::schema_version(self).map_err(Into::into)
     }
+}
+
+/// Deletes a task's log inside a purge's transaction; returns the rows removed.
+fn purge_task_rows(tx: &Transaction<'_>, task: &str) -> CoreResult<u64> {
+    let mut n = 0;
+    for table in ["task_events", "task_artifacts", "task_marks"] {
+        n += tx
+            .execute(&format!("DELETE FROM {table} WHERE task = ?1"), [task])
+            .map_err(be)? as u64;
+    }
+    Ok(n)
 }

@@ -296,14 +296,3 @@ impl TaskLogStore for SqliteStore {
         })
     }
 }
-
-/// Deletes a task's log inside a purge's transaction; returns the rows removed.
-pub(crate) fn purge_task_rows(tx: &Transaction<'_>, task: &str) -> CoreResult<u64> {
-    let mut n = 0;
-    for table in ["task_events", "task_artifacts", "task_marks"] {
-        n += tx
-            .execute(&format!("DELETE FROM {table} WHERE task = ?1"), [task])
-            .map_err(be)? as u64;
-    }
-    Ok(n)
-}

@@ -43,3 +43,24 @@ pub mod limits {
     /// Most working memories a Continuation Package considers.
     pub const MAX_CONTINUATION_MEMORIES: usize = 50;
 }
+
+#[cfg(test)]
+mod wire_names {
+    use crate::wire::TaskStatus;
+
+    /// A variant's stored name (`as_str`, derived by strum) must be its serde name.
+    fn names_match_serde<T>()
+    where
+        T: strum::IntoEnumIterator + serde::Serialize + Into<&'static str> + Copy + std::fmt::Debug,
+    {
+        for v in T::iter() {
+            let name: &'static str = v.into();
+            assert_eq!(serde_json::to_value(v).unwrap(), name, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        names_match_serde::<TaskStatus>();
+    }
+}

@@ -9,8 +9,20 @@ use serde::{Deserialize, Serialize};
 use crate::limits::*;
 
 /// Where a task stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TaskStatus {
     Open,
     Paused,
@@ -20,12 +32,7 @@ pub enum TaskStatus {
 
 impl TaskStatus {
     pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Open => "open",
-            TaskStatus::Paused => "paused",
-            TaskStatus::Done => "done",
-            TaskStatus::Failed => "failed",
-        }
+        self.into()
     }
 
     /// Done or failed: the task's retention (`retention.task_days`) runs from then.

@@ -2,30 +2,8 @@
 //! elements; text after long runs of blank lines or spaces.
 
 use super::FindingSeverity::{Fail, Warn};
-use super::files::{Doc, Line, Place, Sink};
+use super::lines::{Doc, Line, Place, Sink, is_bidi, is_suspicious_invisible};
 use super::{instructions, scripts};
-
-/// Zero-width and other invisible characters that have no business inside a skill's text
-/// (their legitimate uses — emoji sequences, joining scripts, a leading BOM — are told apart
-/// where they are found).
-pub(crate) fn is_suspicious_invisible(c: char) -> bool {
-    matches!(c,
-        '\u{200B}'..='\u{200F}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{FEFF}'
-        | '\u{180E}'
-        | '\u{034F}'
-        | '\u{115F}' | '\u{1160}' | '\u{3164}' | '\u{FFA0}'
-        | '\u{17B4}' | '\u{17B5}'
-        | '\u{FE00}'..='\u{FE0F}'
-        | '\u{E0000}'..='\u{E007F}'
-        | '\u{E0100}'..='\u{E01EF}')
-}
-
-/// Bidirectional embedding, override and isolate controls (Trojan Source).
-pub(crate) fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{061C}')
-}
 
 fn is_tag(c: char) -> bool {
     matches!(c, '\u{E0000}'..='\u{E007F}')
@@ -210,7 +188,7 @@ pub(crate) fn scan_regions(doc: &Doc<'_>, sink: &mut Sink<'_>) {
             instructions::line_rules(l, sink);
         }
         let refs: Vec<&Line<'_>> = lines.iter().collect();
-        scripts::scan_lines(&refs, super::files::Kind::Text, sink);
+        scripts::scan_lines(&refs, super::lines::Kind::Text, sink);
         let instruction_like = instructions::detector_rules(std::slice::from_ref(&refs), sink)
             || lines.iter().any(|l| instructions::addresses_agent(&l.low));
         if sink.hits > before || instruction_like {
@@ -264,7 +242,7 @@ pub(crate) fn scan_regions(doc: &Doc<'_>, sink: &mut Sink<'_>) {
             l,
             format!(
                 "text after a run of at least {} spaces, out of a reader's sight",
-                super::files::SPACE_RUN
+                super::lines::SPACE_RUN
             ),
         );
     }

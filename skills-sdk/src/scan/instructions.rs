@@ -8,7 +8,7 @@ use regex::Regex;
 use registry_detect::{Signal, Verdict};
 
 use super::FindingSeverity::{Fail, Warn};
-use super::files::{Line, Place, Sink};
+use super::lines::{Line, Place, Sink};
 
 fn re(s: &str) -> Regex {
     Regex::new(s).unwrap_or_else(|e| panic!("scan rule regex {s:?}: {e}"))

@@ -22,6 +22,7 @@
 mod files;
 mod hidden;
 mod instructions;
+mod lines;
 mod packages;
 mod scripts;
 
@@ -35,9 +36,23 @@ use crate::error::SdkResult;
 pub use packages::{edit_distance, typosquat_of};
 
 /// The scan's conclusion: the worst severity among the findings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ScanVerdict {
     Pass,
     Warn,
@@ -46,18 +61,28 @@ pub enum ScanVerdict {
 
 impl ScanVerdict {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ScanVerdict::Pass => "pass",
-            ScanVerdict::Warn => "warn",
-            ScanVerdict::Fail => "fail",
-        }
+        self.into()
     }
 }
 
 /// How serious one finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FindingSeverity {
     Warn,
     Fail,
@@ -65,10 +90,7 @@ pub enum FindingSeverity {
 
 impl FindingSeverity {
     pub fn as_str(self) -> &'static str {
-        match self {
-            FindingSeverity::Warn => "warn",
-            FindingSeverity::Fail => "fail",
-        }
+        self.into()
     }
 }
 
@@ -512,7 +534,7 @@ pub(crate) fn excerpt(line: &str) -> String {
             out.push('…');
             break;
         }
-        if hidden::is_suspicious_invisible(c) || (c.is_control() && c != '\t') {
+        if lines::is_suspicious_invisible(c) || (c.is_control() && c != '\t') {
             out.push_str(&format!("<U+{:04X}>", c as u32));
         } else {
             out.push(c);

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::FindingSeverity::{Fail, Warn};
-use super::files::{Line, Sink};
+use super::lines::{Line, Sink};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Eco {
@@ -823,7 +823,7 @@ pub(crate) fn scan_manifest_file(path: &str, text: &str, sink: &mut Sink<'_>) {
                 no: i + 1,
                 raw,
                 low: t.to_ascii_lowercase(),
-                place: super::files::Place::Code,
+                place: super::lines::Place::Code,
                 example: false,
                 unit: 0,
             };
@@ -872,7 +872,7 @@ pub(crate) fn scan_manifest_file(path: &str, text: &str, sink: &mut Sink<'_>) {
                         no,
                         raw,
                         low: raw.to_ascii_lowercase(),
-                        place: super::files::Place::Code,
+                        place: super::lines::Place::Code,
                         example: false,
                         unit: 0,
                     };

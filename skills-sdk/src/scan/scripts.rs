@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::FindingSeverity::{Fail, Warn};
-use super::files::{Kind, Line, Place, Sink};
+use super::lines::{Kind, Line, Place, Sink};
 use super::packages;
 
 fn re(s: &str) -> Regex {

@@ -5,9 +5,9 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use utoipa::OpenApi;
 
+use crate::bodies::wire_body;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, Auth};
-use crate::openapi::wire_body;
 use crate::state::AppState;
 use registry_context::{Comparison, Manifest, Pack, PackRequest, Replay};
 

@@ -25,7 +25,7 @@ pub fn router() -> Router<AppState> {
 /// A deletion receipt the caller asked for, or one of the tenant it governs.
 #[utoipa::path(get, path = "/v1/receipts/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "receipt id")),
-    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt), (status = 404, body = ErrorBody)))]
+    responses((status = 200, description = "the deletion receipt", body = crate::bodies::Receipt), (status = 404, body = ErrorBody)))]
 pub async fn get_receipt(
     State(state): State<AppState>,
     Auth(p): Auth,
@@ -43,7 +43,7 @@ pub enum ErasureAnswer {
     Receipt(Box<Receipt>),
     Plan(registry_services::erasure::ErasurePlan),
 }
-crate::openapi::wire_body!(impl ErasureAnswer);
+crate::bodies::wire_body!(impl ErasureAnswer);
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -2,9 +2,8 @@
 //! dead letters. What a subscriber sees is decided by `registry_services::feed` (the access
 //! rules of the read paths); delivery runs in `crate::webhooks`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -53,36 +52,8 @@ pub fn router() -> Router<AppState> {
         )
 }
 
-/// Open `/v1/events` streams per key (by the key's sha256).
-#[derive(Debug, Default)]
-pub struct StreamSlots(parking_lot::Mutex<HashMap<String, usize>>);
-
-/// One open stream; gives its slot back when the stream ends.
-struct Slot(Arc<StreamSlots>, String);
-
-impl StreamSlots {
-    fn take(self: &Arc<Self>, key: &str, max: usize) -> Option<Slot> {
-        let mut open = self.0.lock();
-        let n = open.entry(key.to_string()).or_default();
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(Slot(self.clone(), key.to_string()))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.0.0.lock();
-        if let Some(n) = open.get_mut(&self.1) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.1);
-            }
-        }
-    }
-}
+use crate::slots::Slot;
+pub use crate::slots::StreamSlots;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -106,13 +77,13 @@ pub struct FeedSseEvent {
     #[schemars(extend("contentMediaType" = "application/json"))]
     pub data: String,
 }
-crate::openapi::wire_body!(impl FeedSseEvent);
+crate::bodies::wire_body!(impl FeedSseEvent);
 
 /// The feed event carried in each SSE `data:` line.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct FeedEventBody(pub FeedEvent);
-crate::openapi::wire_body!(impl FeedEventBody);
+crate::bodies::wire_body!(impl FeedEventBody);
 
 fn bearer_hash(headers: &HeaderMap) -> ApiResult<String> {
     headers
@@ -255,7 +226,7 @@ pub struct WebhookCreate {
     #[schemars(length(min = 1, max = 8))]
     pub events: Vec<FeedKind>,
 }
-crate::openapi::wire_body!(impl WebhookCreate);
+crate::bodies::wire_body!(impl WebhookCreate);
 
 /// A webhook, without its secret.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -266,7 +237,7 @@ pub struct WebhookView {
     pub owner: String,
     pub created_at: DateTime<Utc>,
 }
-crate::openapi::wire_body!(impl WebhookView);
+crate::bodies::wire_body!(impl WebhookView);
 
 impl From<WebhookRecord> for WebhookView {
     fn from(w: WebhookRecord) -> Self {
@@ -288,19 +259,19 @@ pub struct WebhookCreated {
     pub webhook: WebhookView,
     pub secret: String,
 }
-crate::openapi::wire_body!(impl WebhookCreated);
+crate::bodies::wire_body!(impl WebhookCreated);
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct WebhookList {
     pub webhooks: Vec<WebhookView>,
 }
-crate::openapi::wire_body!(impl WebhookList);
+crate::bodies::wire_body!(impl WebhookList);
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DeliveryList {
     pub deliveries: Vec<Delivery>,
 }
-crate::openapi::wire_body!(impl DeliveryList);
+crate::bodies::wire_body!(impl DeliveryList);
 
 /// Registers a webhook for the caller's key, from the newest event on. Deliveries carry what
 /// this key may see when each is sent, and stop while it is revoked.

@@ -10,9 +10,9 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use registry_knowledge::service::{DocumentSummary, DocumentView, IngestOutcome};
 
+use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
-use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -77,7 +77,7 @@ pub struct DocumentList {
 }
 
 fn document_summaries() -> utoipa::openapi::schema::Array {
-    crate::openapi::array_of("DocumentSummary")
+    crate::bodies::array_of("DocumentSummary")
 }
 
 /// Ingests a document: chunked by structure, embedded, committed atomically, indexed. The same
@@ -123,7 +123,7 @@ pub async fn get_document(
 /// role in its scope) or an admin of its scope; a document the caller cannot see answers 404.
 #[utoipa::path(delete, path = "/v1/knowledge/documents/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "document id")),
-    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt),
+    responses((status = 200, description = "the deletion receipt", body = crate::bodies::Receipt),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete_document(
     State(state): State<AppState>,

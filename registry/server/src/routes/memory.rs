@@ -17,9 +17,9 @@ use registry_core::usage::UsageStats;
 use registry_memory::search::SearchResponse;
 use registry_memory::service::{MemoryDetail, WriteOutcome};
 
+use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
-use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -125,7 +125,7 @@ pub struct ReviewList {
 }
 
 fn memory_views() -> utoipa::openapi::schema::Array {
-    crate::openapi::array_of("MemoryView")
+    crate::bodies::array_of("MemoryView")
 }
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
@@ -179,7 +179,7 @@ pub struct BatchBody {
 /// 1 to [`MAX_BATCH`] write bodies (`schema_with` replaces the whole schema, so the bounds
 /// are set here, not beside it).
 fn write_bodies() -> utoipa::openapi::schema::Array {
-    let mut items = crate::openapi::array_of("WriteBody");
+    let mut items = crate::bodies::array_of("WriteBody");
     items.min_items = Some(1);
     items.max_items = Some(MAX_BATCH);
     items

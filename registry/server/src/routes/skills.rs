@@ -434,7 +434,7 @@ pub struct DeleteVersionParams {
 #[utoipa::path(delete, path = "/v1/skills/{name}/versions/{version}",
     security(("bearer" = [])),
     params(("name" = String, Path), ("version" = String, Path), DeleteVersionParams),
-    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt),
+    responses((status = 200, description = "the deletion receipt", body = crate::bodies::Receipt),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody)))]
 pub async fn delete_version(

@@ -10,9 +10,9 @@ use registry_core::principal::Principal;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiPath as Path, ApiQuery as Query, Auth};
-use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -211,11 +211,11 @@ pub struct AuditList {
 }
 
 fn asset_meta() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    crate::openapi::component_ref("AssetMeta")
+    crate::bodies::component_ref("AssetMeta")
 }
 
 fn audit_events() -> utoipa::openapi::schema::Array {
-    crate::openapi::array_of("AuditEvent")
+    crate::bodies::array_of("AuditEvent")
 }
 
 /// Audit events the caller may read, oldest first (admin role; the visibility rule is the

@@ -19,9 +19,9 @@ use registry_tasks::{
     TaskView, UpdateTask,
 };
 
+use crate::bodies::wire_body;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
-use crate::openapi::wire_body;
 use crate::state::AppState;
 
 #[derive(OpenApi)]
@@ -233,7 +233,7 @@ pub struct DeleteParams {
 /// deletion receipt.
 #[utoipa::path(delete, path = "/v1/tasks/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "task id"), DeleteParams),
-    responses((status = 200, description = "the deletion receipt", body = crate::openapi::Receipt),
+    responses((status = 200, description = "the deletion receipt", body = crate::bodies::Receipt),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete_task(
     State(state): State<AppState>,

@@ -1,14 +1,18 @@
-//! Deletion over a deployment's backends: the core's engine (DESIGN §3) bound to the store,
+//! Deletion over a deployment's backends: the engine (DESIGN §3, [`engine`]) bound to the store,
 //! both indexes and the blobs, with the memory domain regenerating consolidated records, and
 //! the store checkpointed after every purge so no deleted byte survives in a log.
 
 use registry_core::asset::{AssetId, AssetRecord};
-use registry_core::deletion::{Deleter, DeletionEngine, DeletionLevel, Receipt, Regenerator};
+use registry_core::deletion::{Deleter, DeletionLevel, Receipt, Regenerator};
 use registry_core::principal::Principal;
 use registry_core::{CoreError, CoreResult};
 use registry_memory::MemoryService;
 
 use crate::Backends;
+
+mod engine;
+
+pub use engine::DeletionEngine;
 
 pub struct Deletions {
     backends: Backends,
