@@ -598,27 +598,11 @@ fn floor_char_boundary(text: &str, i: usize) -> usize {
     i
 }
 
-/// Sentences of `text[s..e]`: cut after `.!?` followed by whitespace, or after `。！？；`.
+/// Sentences of `text[s..e]`, as the detector cuts them ([`registry_detect::sentence`]).
 fn sentences(text: &str, s: usize, e: usize) -> Vec<(usize, usize)> {
-    let t = &text[s..e];
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut it = t.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        let end = i + c.len_utf8();
-        let cut = match c {
-            '。' | '！' | '？' | '；' => true,
-            '.' | '!' | '?' => it.peek().is_none_or(|(_, n)| n.is_whitespace()),
-            _ => false,
-        };
-        if cut {
-            out.push((start, end));
-            start = end;
-        }
-    }
-    out.push((start, t.len()));
-    out.into_iter()
-        .filter_map(|(a, b)| trim_range(text, s + a, s + b))
+    registry_detect::sentence::sentence_spans(&text[s..e])
+        .into_iter()
+        .map(|(a, b)| (s + a, s + b))
         .collect()
 }
 

@@ -1,6 +1,7 @@
 //! Progressive disclosure, level one: a [`DiscoverEntry`] small enough (about 100 tokens) to
 //! list many skills in a prompt, and a token estimate.
 
+use registry_detect::sentence::sentences;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -104,39 +105,13 @@ pub fn estimate_tokens(text: &str) -> usize {
     chars.div_ceil(4).max((words * 4).div_ceil(3))
 }
 
-/// The first sentence of `description`, or its first 200 characters cut at a word boundary.
+/// The first sentence of `description` (cut as the detector cuts, [`registry_detect::sentence`]),
+/// or its first 200 characters cut at a word boundary.
 pub fn short_description(description: &str) -> String {
     let d = description.split_whitespace().collect::<Vec<_>>().join(" ");
-    let first = first_sentence(&d).unwrap_or(&d);
+    let sentences = sentences(&d);
+    let first = sentences.first().copied().unwrap_or(&d);
     truncate_chars(first, SHORT_DESCRIPTION_CHARS)
-}
-
-fn first_sentence(text: &str) -> Option<&str> {
-    let mut prev_end = None;
-    for (i, c) in text.char_indices() {
-        if let Some(end) = prev_end {
-            if c == ' ' {
-                return Some(&text[..end]);
-            }
-            prev_end = None;
-        }
-        if matches!(c, '.' | '!' | '?') {
-            prev_end = Some(i + c.len_utf8());
-        }
-    }
-    None
-}
-
-fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let s = first_sentence(rest).unwrap_or(rest);
-        rest = rest[s.len()..].trim_start();
-        Some(s)
-    })
 }
 
 fn applicability_sentence(description: &str) -> Option<String> {
@@ -150,6 +125,7 @@ fn applicability_sentence(description: &str) -> Option<String> {
     ];
     let d = description.split_whitespace().collect::<Vec<_>>().join(" ");
     sentences(&d)
+        .into_iter()
         .find(|s| {
             let l = s.to_lowercase();
             CUES.iter().any(|c| l.contains(c))

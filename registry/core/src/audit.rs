@@ -326,7 +326,7 @@ impl AuditEvent {
         key: Option<&AuditKey>,
     ) -> String {
         let seq_s = seq.to_string();
-        let at_s = at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let at_s = crate::time::to_text(&at);
         let opt = |o: &Option<String>| o.clone().unwrap_or_default();
         let fields = [
             seq_s,
@@ -363,7 +363,7 @@ impl Checkpoint {
             "audit-checkpoint-v1".to_string(),
             seq.to_string(),
             hash.to_string(),
-            at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            crate::time::to_text(&at),
         ]
     }
 

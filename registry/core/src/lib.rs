@@ -18,6 +18,7 @@ pub mod scope;
 pub mod store;
 pub mod task;
 pub mod text;
+pub mod time;
 pub mod usage;
 pub mod verify;
 pub mod wire;

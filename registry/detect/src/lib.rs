@@ -6,6 +6,7 @@ mod detector;
 pub mod normalize;
 pub mod rules;
 mod sensitive;
+pub mod sentence;
 pub mod vector;
 
 pub use classifier::{MODEL, Model};

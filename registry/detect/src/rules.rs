@@ -1221,34 +1221,7 @@ pub(crate) fn control_bypass(sentence: &str, window: Signals) -> bool {
         && (any_affirmed(&DIRECTED, sentence) || any_affirmed(&BYPASS_PHRASE, sentence))
 }
 
-/// Splits the folded text into sentences: at newlines, at `.!?;` followed by a space or the
-/// end (so "v1.2" and "example.com" stay whole), and at every Chinese terminator.
-pub(crate) fn sentences(text: &str) -> Vec<&str> {
-    let mut out = vec![];
-    let mut start = 0;
-    let mut it = text.char_indices().peekable();
-    while let Some((i, c)) = it.next() {
-        let end = i + c.len_utf8();
-        let next = it.peek().map(|(_, n)| *n);
-        let split = match c {
-            '\n' | '。' | '！' | '？' | '；' => true,
-            '.' | '!' | '?' | ';' => next.is_none_or(|n| n == ' ' || n == '\n' || is_cjk(n)),
-            _ => false,
-        };
-        if split {
-            let s = text[start..end].trim();
-            if !s.is_empty() {
-                out.push(s);
-            }
-            start = end;
-        }
-    }
-    let s = text[start..].trim();
-    if !s.is_empty() {
-        out.push(s);
-    }
-    out
-}
+pub(crate) use crate::sentence::sentences;
 
 #[cfg(test)]
 mod tests {

@@ -10,20 +10,10 @@ use registry_core::store::refuse_nul;
 use registry_core::{CoreError, CoreResult};
 use rusqlite::{OptionalExtension, Row, params};
 
-use crate::store::{SqliteStore, append_audit};
+use crate::store::{SqliteStore, append_audit, parse_ts, ts};
 
 fn be(e: rusqlite::Error) -> CoreError {
     CoreError::backend("sqlite", e)
-}
-
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
-fn parse_ts(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|d| d.with_timezone(&Utc))
-        .unwrap_or_default()
 }
 
 fn from_micros(m: i64) -> DateTime<Utc> {
@@ -46,7 +36,7 @@ fn row_to_webhook(r: &Row<'_>) -> rusqlite::Result<WebhookRecord> {
         events: serde_json::from_str(&events).unwrap_or_default(),
         salt: r.get(6)?,
         cursor: r.get::<_, i64>(7)? as u64,
-        created_at: parse_ts(&created),
+        created_at: parse_ts(&created)?,
     })
 }
 
@@ -63,7 +53,7 @@ fn row_to_delivery(r: &Row<'_>) -> rusqlite::Result<Delivery> {
         attempts: r.get(5)?,
         next_at: from_micros(r.get(6)?),
         last_error: r.get(7)?,
-        updated_at: parse_ts(&updated),
+        updated_at: parse_ts(&updated)?,
     })
 }
 

@@ -11,19 +11,10 @@ use registry_core::usage::{UsageStats, UsageStore};
 use registry_core::{CoreError, CoreResult};
 use rusqlite::{OptionalExtension, params};
 
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, parse_ts, parse_ts_opt, ts};
 
 fn be(e: rusqlite::Error) -> CoreError {
     CoreError::backend("sqlite", e)
-}
-
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
-fn parse_ts(s: Option<String>) -> Option<DateTime<Utc>> {
-    s.and_then(|s| DateTime::parse_from_rfc3339(&s).ok())
-        .map(|d| d.with_timezone(&Utc))
 }
 
 fn clamp(n: usize) -> i64 {
@@ -70,7 +61,9 @@ impl JobRunStore for SqliteStore {
             )
             .optional()
         })?;
-        Ok(parse_ts(s))
+        s.map(|s| registry_core::time::from_text(&s))
+            .transpose()
+            .map_err(|e| CoreError::backend("sqlite", e))
     }
 
     fn recent_runs(&self, name: Option<&str>, limit: usize) -> CoreResult<Vec<JobRun>> {
@@ -84,8 +77,8 @@ impl JobRunStore for SqliteStore {
                 Ok(JobRun {
                     id: r.get(0)?,
                     name: r.get(1)?,
-                    started_at: parse_ts(r.get(2)?).unwrap_or_default(),
-                    finished_at: parse_ts(r.get(3)?),
+                    started_at: parse_ts(&r.get::<_, String>(2)?)?,
+                    finished_at: parse_ts_opt(r.get(3)?)?,
                     outcome: r.get(4)?,
                     counts: counts
                         .and_then(|c| serde_json::from_str(&c).ok())
@@ -108,7 +101,7 @@ fn manifest_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(StoredManifest, Stri
             id: r.get(0)?,
             tenant: r.get(1)?,
             principal: r.get(2)?,
-            created_at: parse_ts(r.get(3)?).unwrap_or_default(),
+            created_at: parse_ts(&r.get::<_, String>(3)?)?,
             manifest: serde_json::Value::Null,
             request: request.and_then(|t| serde_json::from_str(&t).ok()),
             assets: vec![],
@@ -240,8 +233,8 @@ fn stats_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, UsageStats)> {
         r.get(0)?,
         UsageStats {
             usage_count: r.get::<_, i64>(1)? as u64,
-            last_retrieved: parse_ts(r.get(2)?),
-            last_verified: parse_ts(r.get(3)?),
+            last_retrieved: parse_ts_opt(r.get(2)?)?,
+            last_verified: parse_ts_opt(r.get(3)?)?,
             helpful: r.get::<_, i64>(4)? as u64,
             harmful: r.get::<_, i64>(5)? as u64,
             decay_weight: r.get::<_, f64>(6)? as f32,

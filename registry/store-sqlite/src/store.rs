@@ -175,16 +175,21 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+/// A time as the store keeps it ([`registry_core::time`]).
+pub(crate) fn ts(t: &DateTime<Utc>) -> String {
+    registry_core::time::to_text(t)
 }
 
-fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|d| d.with_timezone(&Utc))
-        .map_err(|e| {
-            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-        })
+/// A stored time; text that is not one is an error, never a default.
+pub(crate) fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
+    registry_core::time::from_text(s).map_err(|e| {
+        rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
+
+/// A stored time that may be absent (NULL).
+pub(crate) fn parse_ts_opt(s: Option<String>) -> rusqlite::Result<Option<DateTime<Utc>>> {
+    s.as_deref().map(parse_ts).transpose()
 }
 
 pub(crate) fn conflict(e: rusqlite::Error) -> CoreError {

@@ -1,7 +1,7 @@
 //! The working layer's tables (`task_events`, `task_artifacts`, `task_marks`, migration 0010)
 //! behind `registry_core::task::TaskLogStore`.
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use registry_core::audit::AuditDraft;
 use registry_core::store::refuse_nul;
 use registry_core::task::{
@@ -10,24 +10,14 @@ use registry_core::task::{
 use registry_core::{CoreError, CoreResult};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use crate::store::{SqliteStore, append_audit};
+use crate::store::{SqliteStore, append_audit, parse_ts, ts};
 
 fn be(e: rusqlite::Error) -> CoreError {
     CoreError::backend("sqlite", e)
 }
 
-fn ts(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
 fn conv<E: std::error::Error + Send + Sync + 'static>(e: E) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-}
-
-fn parse_ts(s: &str) -> rusqlite::Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|d| d.with_timezone(&Utc))
-        .map_err(conv)
 }
 
 #[derive(Debug, thiserror::Error)]
