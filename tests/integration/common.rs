@@ -154,7 +154,7 @@ impl TestApp {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config {
             data_dir: dir.path().join("data"),
-            bind: "127.0.0.1:0".into(),
+            bind: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             ..Config::default()
         };
         config.jobs.enabled = false;

@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 pub struct Config {
     /// Where the database, indexes, vectors and blobs live.
     pub data_dir: PathBuf,
-    /// Address `serve` listens on. Loopback by default.
-    pub bind: String,
+    /// Address `serve` listens on, parsed when the configuration loads. Loopback by default.
+    #[serde(deserialize_with = "socket_addr")]
+    pub bind: SocketAddr,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// Where the embedding model and ONNX Runtime were unpacked (default: the user cache).
@@ -266,7 +267,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("./registry-data"),
-            bind: "127.0.0.1:7878".into(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 7878)),
             max_body_bytes: 8 * 1024 * 1024,
             model_dir: None,
             embed_threads: 2,
@@ -295,7 +296,7 @@ pub struct CliOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub bind: Option<String>,
+    pub bind: Option<SocketAddr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -318,6 +319,14 @@ pub struct VectorsOverrides {
 pub struct StoreOverrides {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+}
+
+/// `bind` as an address, refused at load with the form it must take.
+fn socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(|_| {
+        serde::de::Error::custom(format!("{s:?} is not an address like 127.0.0.1:7878"))
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -389,12 +398,6 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |setting, message: String| Err(ConfigError::Invalid { setting, message });
-        if self.bind.parse::<SocketAddr>().is_err() {
-            return bad(
-                "bind",
-                format!("{:?} is not an address like 127.0.0.1:7878", self.bind),
-            );
-        }
         if self.data_dir.as_os_str().is_empty() {
             return bad("data_dir", "must not be empty".into());
         }
@@ -520,7 +523,7 @@ impl Config {
     }
 
     pub fn socket_addr(&self) -> SocketAddr {
-        self.bind.parse().expect("validated at load")
+        self.bind
     }
 
     /// Where the newest signed audit checkpoint is kept, beside the key, outside the database.
@@ -597,16 +600,22 @@ mod tests {
                 "bind = \"127.0.0.1:9000\"\nembed_batch = 8\n",
             )?;
             let c = Config::load(None, &CliOverrides::default()).unwrap();
-            assert_eq!((c.bind.as_str(), c.embed_batch), ("127.0.0.1:9000", 8));
+            assert_eq!(
+                (c.bind.to_string().as_str(), c.embed_batch),
+                ("127.0.0.1:9000", 8)
+            );
             jail.set_env("REGISTRY_BIND", "127.0.0.1:9001");
             jail.set_env("REGISTRY_API_KEY", "not-config");
             let c = Config::load(None, &CliOverrides::default()).unwrap();
-            assert_eq!(c.bind, "127.0.0.1:9001");
+            assert_eq!(c.bind.to_string(), "127.0.0.1:9001");
             let cli = CliOverrides {
-                bind: Some("127.0.0.1:9002".into()),
+                bind: Some("127.0.0.1:9002".parse().unwrap()),
                 ..Default::default()
             };
-            assert_eq!(Config::load(None, &cli).unwrap().bind, "127.0.0.1:9002");
+            assert_eq!(
+                Config::load(None, &cli).unwrap().bind.to_string(),
+                "127.0.0.1:9002"
+            );
             assert_eq!(c.embed_model, ModelChoice::default());
             jail.set_env("REGISTRY_EMBED_MODEL", "multilingual-e5-small");
             let c = Config::load(None, &CliOverrides::default()).unwrap();
@@ -623,7 +632,11 @@ mod tests {
             jail.set_env("REGISTRY_EMBED_MODEL", "multilingual-e5-small");
             jail.set_env("REGISTRY_BIND", "nowhere");
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
-            assert!(e.to_string().contains("`bind`"), "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains("bind") && e.contains("not an address like"),
+                "{e}"
+            );
             jail.create_file("registry.toml", "bnd = 1\n")?;
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
             assert!(e.to_string().contains("bnd"), "{e}");

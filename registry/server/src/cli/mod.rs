@@ -53,7 +53,7 @@ pub enum Command {
     Serve {
         /// Address to listen on (default 127.0.0.1:7878).
         #[arg(long)]
-        bind: Option<String>,
+        bind: Option<std::net::SocketAddr>,
     },
     /// Manage API keys.
     #[command(subcommand)]
