@@ -1,8 +1,9 @@
 //! Skill drafts generated from procedures: a `SKILL.md` with the procedure, when to use it and
 //! its evidence (each source by id, version and content hash), and a `skill.toml` with the
-//! owner, version and scope, packed and published through the normal path ([`publish`]: the
-//! validator and the scan), with a `Cites` edge from each source to the new version, in the
-//! same commit. Deleting a source then flags the version, as deleting any cited asset does.
+//! owner, version and scope, packed and published through the normal path
+//! ([`SkillsService::publish`]: the validator and the scan), with a `Cites` edge from each
+//! source to the new version, in the same commit. Deleting a source then flags the version, as
+//! deleting any cited asset does.
 //!
 //! Which memories qualify is the services layer's rule (it knows memory); this module only
 //! writes what it is given.
@@ -13,9 +14,9 @@ use registry_core::principal::Principal;
 use registry_core::{FieldError, Scope};
 use serde::{Deserialize, Serialize};
 
-use crate::SkillsService;
 use crate::error::{Error, Result};
-use crate::service::{Published, publish_citing};
+use crate::model::Published;
+use crate::service::SkillsService;
 
 /// Most procedures one draft is made from.
 pub const MAX_DRAFT_SOURCES: usize = 20;
@@ -227,7 +228,7 @@ pub fn draft_from_procedures(
             child_store: ChildStore::Assets,
         })
         .collect();
-    let published = publish_citing(s, p, &bytes, None, cites)?;
+    let published = s.publish_citing(p, &bytes, None, cites)?;
     let evidence = sources
         .iter()
         .map(|s| DraftEvidence {

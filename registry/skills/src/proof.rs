@@ -6,28 +6,29 @@
 //! - The author's own results are kept apart ([`VersionBody::self_reported`]), shown, and never
 //!   satisfy Test; the state does not move.
 //! - A version that declares no test passes Test only by a reviewer's waiver with a reason
-//!   ([`record_waiver`]; never its author).
+//!   ([`SkillsService::record_waiver`]; never its author).
 //! - Each result may carry its log; it is stored as a blob under its digest in the version's
 //!   tenant namespace (so one tenant's purge never touches another's), listed in
-//!   `blob_digests` (so the version's purge removes it), and read through [`test_log`] by the
-//!   scope's reviewers, testers and admins and the author.
+//!   `blob_digests` (so the version's purge removes it), and read through
+//!   [`SkillsService::test_log`] by the scope's reviewers, testers and admins and the author.
 //! - Promotion re-checks all of it ([`require_test_evidence`]) and review refuses the tester
 //!   ([`require_not_tester`]), so the order of the steps cannot get around author ≠ tester ≠
 //!   reviewer.
 
 use std::collections::BTreeSet;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use registry_core::principal::Principal;
 use registry_core::{AuditAction, ErrorCode, FieldError};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{self, Action, LifecycleState};
-use crate::service::{
-    Decision, Loaded, Pointer, SkillsService, TestResultsRequest, TestRun, VersionBody, check_note,
-    lock_skill, parse_digest, reload, step,
-};
+pub use crate::model::TestWaiver;
+use crate::model::{Decision, Loaded, TestResultsRequest, TestRun, VersionBody};
+use crate::publish::{Pointer, step};
+use crate::resolve::reload;
+use crate::service::{SkillsService, check_note, lock_skill, parse_digest};
 
 /// Largest test log one result may carry, in bytes.
 pub const MAX_TEST_LOG_BYTES: usize = 256 * 1024;
@@ -43,17 +44,6 @@ pub mod reason {
     pub const TESTER_IS_AUTHOR: &str = "tester_is_author";
     pub const TESTER_IS_REVIEWER: &str = "tester_is_reviewer";
     pub const TESTER_ROLE_REQUIRED: &str = "tester_role_required";
-}
-
-/// A reviewer's decision that a version which declares no test may pass Test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct TestWaiver {
-    pub by: String,
-    pub reason: String,
-    /// The digest the waiver was recorded for; always the version's own.
-    pub digest: String,
-    pub at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -247,113 +237,146 @@ fn take_results(
     })
 }
 
-/// Records a test run: a tester's counts (and moves the state), the author's is kept as
-/// self-reported (the state stays). Anyone else: 403.
-pub(crate) fn record_tests(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-    req: TestResultsRequest,
-) -> Result<Loaded> {
-    let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version, Action::Test)?;
-    let author = crate::resolve::is_author(p, &cur);
-    let scope = &cur.rec.meta.scope;
-    if !author && !p.can_test_in(scope) {
-        return Err(Error::forbidden(
-            "the tester role in the skill's scope is required to record its test results",
-        )
-        .with_details(serde_json::json!({"reason": reason::TESTER_ROLE_REQUIRED})));
-    }
-    if author && !p.can_write_into(scope) {
-        return Err(Error::forbidden(
-            "the writer role in the skill's scope is required",
-        ));
-    }
-    lifecycle::check(cur.body.state, Action::Test)?;
-    let mut keys = vec![];
-    let run = take_results(s, &cur, p, req, author, &mut keys)?;
-    let mut body = cur.body.clone();
-    for k in keys {
-        if !body.blob_digests.contains(&k) {
-            body.blob_digests.push(k);
+impl SkillsService {
+    /// Records a test run: a tester's counts (and moves the state), the author's is kept as
+    /// self-reported (the state stays). Anyone else: 403.
+    pub fn record_tests(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: TestResultsRequest,
+    ) -> Result<Loaded> {
+        let _guard = lock_skill(self, p, name);
+        let cur = reload(self, p, name, version, Action::Test)?;
+        let author = crate::resolve::is_author(p, &cur);
+        let scope = &cur.rec.meta.scope;
+        if !author && !p.can_test_in(scope) {
+            return Err(Error::forbidden(
+                "the tester role in the skill's scope is required to record its test results",
+            )
+            .with_details(serde_json::json!({"reason": reason::TESTER_ROLE_REQUIRED})));
         }
+        if author && !p.can_write_into(scope) {
+            return Err(Error::forbidden(
+                "the writer role in the skill's scope is required",
+            ));
+        }
+        lifecycle::check(cur.body.state, Action::Test)?;
+        let mut keys = vec![];
+        let run = take_results(self, &cur, p, req, author, &mut keys)?;
+        let mut body = cur.body.clone();
+        for k in keys {
+            if !body.blob_digests.contains(&k) {
+                body.blob_digests.push(k);
+            }
+        }
+        if author {
+            body.self_reported = Some(run);
+            return step(
+                self,
+                p,
+                &cur,
+                body,
+                AuditAction::SkillTestSelfReported,
+                Pointer::Follow,
+            );
+        }
+        let passed = run.passed;
+        body.tests = Some(run);
+        body.reviews.clear();
+        body.state = if passed {
+            LifecycleState::Tested
+        } else {
+            LifecycleState::Draft
+        };
+        step(self, p, &cur, body, AuditAction::SkillTest, Pointer::Follow)
     }
-    if author {
-        body.self_reported = Some(run);
-        return step(
-            s,
+
+    /// A reviewer of the version's scope (not its author) waives Test for a version that
+    /// declares no test; audited as `skill.test_waiver` (ids and the digest; the reason stays in
+    /// the version).
+    pub fn record_waiver(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: TestWaiverRequest,
+    ) -> Result<Loaded> {
+        let _guard = lock_skill(self, p, name);
+        let cur = reload(self, p, name, version, Action::Test)?;
+        if !p.can_review_in(&cur.rec.meta.scope) {
+            return Err(Error::forbidden(
+                "the reviewer role in the skill's scope is required to waive its tests",
+            ));
+        }
+        if crate::resolve::is_author(p, &cur) {
+            return Err(
+                Error::forbidden("the author may not waive their own skill's tests")
+                    .with_details(serde_json::json!({"reason": "self_waiver"})),
+            );
+        }
+        if registry_core::text::is_blank(&req.reason) {
+            return Err(Error::validation("a waiver needs a reason")
+                .with_details(FieldError::new("reason").reason("empty")));
+        }
+        check_note("reason", Some(&req.reason))?;
+        lifecycle::check(cur.body.state, Action::Test)?;
+        if !declared_tests(&cur.body).is_empty() {
+            return Err(Error::new(
+                ErrorCode::Conflict,
+                format!("{name}@{version} declares tests: a tester runs them, they are not waived"),
+            )
+            .with_details(serde_json::json!({"reason": "tests_declared"})));
+        }
+        let mut body = cur.body.clone();
+        body.test_waiver = Some(TestWaiver {
+            by: p.user.clone(),
+            reason: req.reason,
+            digest: cur.body.digest.clone(),
+            at: Utc::now(),
+        });
+        body.reviews.clear();
+        body.state = LifecycleState::Tested;
+        step(
+            self,
             p,
             &cur,
             body,
-            AuditAction::SkillTestSelfReported,
+            AuditAction::SkillTestWaiver,
             Pointer::Follow,
-        );
-    }
-    let passed = run.passed;
-    body.tests = Some(run);
-    body.reviews.clear();
-    body.state = if passed {
-        LifecycleState::Tested
-    } else {
-        LifecycleState::Draft
-    };
-    step(s, p, &cur, body, AuditAction::SkillTest, Pointer::Follow)
-}
-
-/// A reviewer of the version's scope (not its author) waives Test for a version that declares
-/// no test; audited as `skill.test_waiver` (ids and the digest; the reason stays in the version).
-pub(crate) fn record_waiver(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-    req: TestWaiverRequest,
-) -> Result<Loaded> {
-    let _guard = lock_skill(s, p, name);
-    let cur = reload(s, p, name, version, Action::Test)?;
-    if !p.can_review_in(&cur.rec.meta.scope) {
-        return Err(Error::forbidden(
-            "the reviewer role in the skill's scope is required to waive its tests",
-        ));
-    }
-    if crate::resolve::is_author(p, &cur) {
-        return Err(
-            Error::forbidden("the author may not waive their own skill's tests")
-                .with_details(serde_json::json!({"reason": "self_waiver"})),
-        );
-    }
-    if registry_core::text::is_blank(&req.reason) {
-        return Err(Error::validation("a waiver needs a reason")
-            .with_details(FieldError::new("reason").reason("empty")));
-    }
-    check_note("reason", Some(&req.reason))?;
-    lifecycle::check(cur.body.state, Action::Test)?;
-    if !declared_tests(&cur.body).is_empty() {
-        return Err(Error::new(
-            ErrorCode::Conflict,
-            format!("{name}@{version} declares tests: a tester runs them, they are not waived"),
         )
-        .with_details(serde_json::json!({"reason": "tests_declared"})));
     }
-    let mut body = cur.body.clone();
-    body.test_waiver = Some(TestWaiver {
-        by: p.user.clone(),
-        reason: req.reason,
-        digest: cur.body.digest.clone(),
-        at: Utc::now(),
-    });
-    body.reviews.clear();
-    body.state = LifecycleState::Tested;
-    step(
-        s,
-        p,
-        &cur,
-        body,
-        AuditAction::SkillTestWaiver,
-        Pointer::Follow,
-    )
+
+    /// The stored log `log_digest` of a version's test results (counted or self-reported), as
+    /// bytes. Not one of its logs: 404; not a reader of logs: 403.
+    pub fn test_log(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        log_digest: &str,
+    ) -> Result<Vec<u8>> {
+        let l = self.resolve(p, name, version)?;
+        if !may_read_logs(p, &l) {
+            return Err(Error::forbidden(
+                "test logs are read by the scope's reviewers, testers and admins and the author",
+            ));
+        }
+        let d = parse_digest(log_digest)?;
+        let hex = crate::service::digest_hex(&d);
+        let key = registry_core::store::namespaced_blob_key(&namespace(&l), &hex);
+        let listed = l.body.blob_digests.contains(&key)
+            && [&l.body.tests, &l.body.self_reported]
+                .into_iter()
+                .flatten()
+                .any(|t| t.results.iter().any(|r| r.log_stored && r.log_digest == d));
+        let not_found = || Error::not_found(format!("no test log {d} for {name}@{version}"));
+        if !listed {
+            return Err(not_found());
+        }
+        self.blobs.get(&key)?.ok_or_else(not_found)
+    }
 }
 
 /// Whether `p` may read the test logs of `l`: its author, a reviewer, tester or admin of its
@@ -364,34 +387,4 @@ fn may_read_logs(p: &Principal, l: &Loaded) -> bool {
         || p.can_review_in(scope)
         || p.can_test_in(scope)
         || p.governs(scope)
-}
-
-/// The stored log `log_digest` of a version's test results (counted or self-reported), as
-/// bytes. Not one of its logs: 404; not a reader of logs: 403.
-pub(crate) fn test_log(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-    log_digest: &str,
-) -> Result<Vec<u8>> {
-    let l = crate::resolve::version(s, p, name, version)?;
-    if !may_read_logs(p, &l) {
-        return Err(Error::forbidden(
-            "test logs are read by the scope's reviewers, testers and admins and the author",
-        ));
-    }
-    let d = parse_digest(log_digest)?;
-    let hex = crate::service::digest_hex(&d);
-    let key = registry_core::store::namespaced_blob_key(&namespace(&l), &hex);
-    let listed = l.body.blob_digests.contains(&key)
-        && [&l.body.tests, &l.body.self_reported]
-            .into_iter()
-            .flatten()
-            .any(|t| t.results.iter().any(|r| r.log_stored && r.log_digest == d));
-    let not_found = || Error::not_found(format!("no test log {d} for {name}@{version}"));
-    if !listed {
-        return Err(not_found());
-    }
-    s.blobs.get(&key)?.ok_or_else(not_found)
 }

@@ -22,10 +22,12 @@ use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::principal::Principal;
 use registry_core::store::AssetQuery;
 use registry_core::{ErrorCode, FieldError, Scope};
+use skills_sdk::semver::VersionReq;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{Action, LifecycleState};
-use crate::service::{Loaded, RELEASE_PREFIX, ReleaseTarget, SkillsService, parse_digest};
+use crate::model::{Loaded, ReleaseTarget};
+use crate::service::{RELEASE_PREFIX, SkillsService, parse_digest};
 
 /// The stable reason of the 409 a colliding draft gets.
 pub const VERSION_HELD_BY_RELEASE: &str = "version_held_by_release";
@@ -108,113 +110,108 @@ fn answering(groups: &[Vec<Loaded>]) -> usize {
         .unwrap_or(0)
 }
 
-/// Every version of `name` the principal may see, from the scope that answers for the name: the
-/// most specific one with a released version (a tenant's own release shadows a global skill
-/// of the same name; a tenant's mere draft does not), else the most specific one. Empty: 404.
-pub(crate) fn visible_versions(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-) -> Result<Vec<Loaded>> {
-    let mut groups = versions_by_scope(s, p, name)?;
-    if groups.is_empty() {
-        return Err(Error::not_found(format!("no skill {name}")));
+impl SkillsService {
+    /// Every version of `name` the principal may see, from the scope that answers for the name: the
+    /// most specific one with a released version (a tenant's own release shadows a global skill
+    /// of the same name; a tenant's mere draft does not), else the most specific one. Empty: 404.
+    pub fn visible_versions(&self, p: &Principal, name: &str) -> Result<Vec<Loaded>> {
+        let mut groups = versions_by_scope(self, p, name)?;
+        if groups.is_empty() {
+            return Err(Error::not_found(format!("no skill {name}")));
+        }
+        let i = answering(&groups);
+        Ok(groups.swap_remove(i))
     }
-    let i = answering(&groups);
-    Ok(groups.swap_remove(i))
-}
 
-/// Rule 3: `name@version` as the caller would select it.
-pub(crate) fn version(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-) -> Result<Loaded> {
-    let mut groups = versions_by_scope(s, p, name)?;
-    if !groups.is_empty() {
-        let first = groups.remove(answering(&groups));
-        groups.insert(0, first);
+    /// Rule 3: `name@version` as the caller would select it: every door that loads or shows a
+    /// version by name asks this.
+    pub fn resolve(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
+        let mut groups = versions_by_scope(self, p, name)?;
+        if !groups.is_empty() {
+            let first = groups.remove(answering(&groups));
+            groups.insert(0, first);
+        }
+        let candidates: Vec<Loaded> = groups
+            .into_iter()
+            .flatten()
+            .filter(|l| l.body.version == version)
+            .collect();
+        let held = candidates.iter().position(holds_version);
+        candidates
+            .into_iter()
+            .nth(held.unwrap_or(0))
+            .ok_or_else(|| Error::not_found(format!("no skill {name}@{version}")))
     }
-    let candidates: Vec<Loaded> = groups
-        .into_iter()
-        .flatten()
-        .filter(|l| l.body.version == version)
-        .collect();
-    let held = candidates.iter().position(holds_version);
-    candidates
-        .into_iter()
-        .nth(held.unwrap_or(0))
-        .ok_or_else(|| Error::not_found(format!("no skill {name}@{version}")))
-}
 
-/// The current release of `name` as the caller would select it (the release pointer of the
-/// answering scope), loaded. No release: 404.
-pub(crate) fn current(s: &SkillsService, p: &Principal, name: &str) -> Result<Loaded> {
-    let versions = visible_versions(s, p, name)?;
-    let target: ReleaseTarget = crate::service::current_release(s, &versions)?
-        .ok_or_else(|| Error::not_found(format!("{name} has no current release")))?;
-    versions
-        .into_iter()
-        .find(|l| l.rec.meta.id == target.version_asset)
-        .ok_or_else(|| Error::not_found(format!("{name} has no current release")))
-}
+    /// The current release of `name` as the caller would select it (the release pointer of the
+    /// answering scope), loaded. No release: 404.
+    pub fn current(&self, p: &Principal, name: &str) -> Result<Loaded> {
+        let versions = self.visible_versions(p, name)?;
+        let target: ReleaseTarget = self
+            .current_release(&versions)?
+            .ok_or_else(|| Error::not_found(format!("{name} has no current release")))?;
+        versions
+            .into_iter()
+            .find(|l| l.rec.meta.id == target.version_asset)
+            .ok_or_else(|| Error::not_found(format!("{name} has no current release")))
+    }
 
-/// A version by its tree digest: a version that holds a release before a draft, deepest scope
-/// first; a draft only to whoever may see it, and only where no release holds its
-/// `name@version`.
-pub(crate) fn by_digest(s: &SkillsService, p: &Principal, digest: &str) -> Result<Loaded> {
-    let digest = parse_digest(digest)?;
-    let recs = s.store.find(&AssetQuery {
-        kind: Some(AssetKind::SkillVersion),
-        content_hash: Some(digest.trim_start_matches("sha256:").to_string()),
-        heads_only: true,
-        ..Default::default()
-    })?;
-    let mut found = vec![];
-    for r in recs {
-        let is_version = r
-            .lookup_key
-            .as_deref()
-            .is_some_and(|k| !k.starts_with(RELEASE_PREFIX));
-        if is_version && p.can_see(&r.meta) {
-            let l = Loaded::of(r)?;
-            if admits(p, &l) {
-                found.push(l);
+    /// A version by its tree digest: a version that holds a release before a draft, deepest scope
+    /// first; a draft only to whoever may see it, and only where no release holds its
+    /// `name@version`.
+    pub fn resolve_digest(&self, p: &Principal, digest: &str) -> Result<Loaded> {
+        let digest = parse_digest(digest)?;
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::SkillVersion),
+            content_hash: Some(digest.trim_start_matches("sha256:").to_string()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let mut found = vec![];
+        for r in recs {
+            let is_version = r
+                .lookup_key
+                .as_deref()
+                .is_some_and(|k| !k.starts_with(RELEASE_PREFIX));
+            if is_version && p.can_see(&r.meta) {
+                let l = Loaded::of(r)?;
+                if admits(p, &l) {
+                    found.push(l);
+                }
             }
         }
-    }
-    // A draft answers by its digest only where it would answer by its name and version: never
-    // as a stand-in for the release that holds them.
-    let mut kept = Vec::with_capacity(found.len());
-    for l in found {
-        if holds_version(&l)
-            || version(s, p, &l.body.name, &l.body.version)?.rec.meta.id == l.rec.meta.id
-        {
-            kept.push(l);
+        // A draft answers by its digest only where it would answer by its name and version: never
+        // as a stand-in for the release that holds them.
+        let mut kept = Vec::with_capacity(found.len());
+        for l in found {
+            if holds_version(&l)
+                || self.resolve(p, &l.body.name, &l.body.version)?.rec.meta.id == l.rec.meta.id
+            {
+                kept.push(l);
+            }
         }
+        let mut found = kept;
+        found.sort_by_key(|l| {
+            (
+                std::cmp::Reverse(holds_version(l)),
+                std::cmp::Reverse(l.rec.meta.scope.path_keys().len()),
+            )
+        });
+        found
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::not_found(format!("no skill with digest {digest}")))
     }
-    let mut found = kept;
-    found.sort_by_key(|l| {
-        (
-            std::cmp::Reverse(holds_version(l)),
-            std::cmp::Reverse(l.rec.meta.scope.path_keys().len()),
-        )
-    });
-    found
-        .into_iter()
-        .next()
-        .ok_or_else(|| Error::not_found(format!("no skill with digest {digest}")))
 }
 
 /// The version a lifecycle step acts on. Steps have their own permission checks and serve
 /// nothing, so where several scopes hold `name@version` (a draft published before a release
 /// it cannot see), a step acts on the one the caller may act on: among the visible versions at
 /// `name@version` whose scope the caller may write or review in, answering scope first, then
-/// deepest first, the first from which `action` is legal; when none, the one [`version`] gives
-/// (and the step's own checks refuse it as they would refuse it anywhere). A deletion (`action` `None`) takes
-/// only a version the caller wrote or governs, so an author can still remove a draft that a
-/// release's `name@version` hides from every load.
+/// deepest first, the first from which `action` is legal; when none, the one
+/// [`SkillsService::resolve`] gives (and the step's own checks refuse it as they would refuse it
+/// anywhere). A deletion (`action` `None`) takes only a version the caller wrote or governs, so
+/// an author can still remove a draft that a release's `name@version` hides from every load.
 pub(crate) fn for_step(
     s: &SkillsService,
     p: &Principal,
@@ -249,8 +246,20 @@ pub(crate) fn for_step(
     };
     match chosen {
         Some(l) => Ok(l),
-        None => version(s, p, name, v),
+        None => s.resolve(p, name, v),
     }
+}
+
+/// Re-reads the version under the write lock so a step never acts on a stale image; through
+/// the resolver ([`for_step`]).
+pub(crate) fn reload(
+    s: &SkillsService,
+    p: &Principal,
+    name: &str,
+    version: &str,
+    action: Action,
+) -> Result<Loaded> {
+    for_step(s, p, name, version, Some(action))
 }
 
 /// Rule 4: refuses a draft at `name@version` in `scope` when a release the caller may see holds
@@ -288,10 +297,21 @@ pub(crate) fn check_not_held(
     }
 }
 
+/// Does `req` (a semver range) match any released, non-yanked version? Used by lock
+/// resolution clients; here for the service tests and the bench.
+pub fn resolve(versions: &[Loaded], req: &VersionReq) -> Option<Loaded> {
+    versions
+        .iter()
+        .filter(|l| l.body.state.is_released())
+        .filter(|l| l.semver().is_some_and(|v| req.matches(&v)))
+        .max_by_key(|l| l.semver())
+        .cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::{DiscoverView, VersionBody};
+    use crate::model::{DiscoverView, VersionBody};
     use registry_core::asset::{AssetMeta, SourceKind};
     use registry_core::principal::Role;
 

@@ -21,7 +21,10 @@ use registry_core::{AuditAction, ErrorCode, FieldError, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::service::{Loaded, Pointer, SkillsService, audit, lock_skill, parse_digest, step};
+use crate::model::Loaded;
+pub use crate::model::{ObserveFlag, ObservePolicy};
+use crate::publish::{Pointer, step};
+use crate::service::{SkillsService, audit, lock_skill, parse_digest};
 
 /// Longest `run_id` and `task`.
 pub const MAX_RUN_ID_CHARS: usize = 128;
@@ -162,19 +165,6 @@ pub struct RunComparison {
     pub verdict: String,
 }
 
-/// Why observed runs put a release back in the review queue (set once).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ObserveFlag {
-    /// `worse_than_predecessor` or `above_max_failure_rate`.
-    pub reason: String,
-    pub at: DateTime<Utc>,
-    pub runs: u64,
-    pub failure_rate: f64,
-    /// The release it was compared with, for `worse_than_predecessor`.
-    pub predecessor: Option<String>,
-}
-
 /// A version's observed figures, its comparison, and whether it was flagged.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -188,25 +178,6 @@ pub struct RunSummary {
     /// The policy in force (`skills.max_failure_rate`, `skills.min_runs`).
     pub max_failure_rate: f64,
     pub min_runs: u64,
-}
-
-/// When observed runs flag a release (config `skills.max_failure_rate`, `skills.min_runs`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ObservePolicy {
-    /// A failure rate above this flags the version (once it has `min_runs` completed runs).
-    pub max_failure_rate: f64,
-    /// Completed runs a version (and its predecessor, for the comparison) needs before either
-    /// rule may flag it.
-    pub min_runs: u64,
-}
-
-impl Default for ObservePolicy {
-    fn default() -> Self {
-        ObservePolicy {
-            max_failure_rate: 0.5,
-            min_runs: 20,
-        }
-    }
 }
 
 /// The Wilson score interval of `k` successes in `n` trials at `z`.
@@ -376,125 +347,188 @@ fn request_hash(name: &str, version: &str, r: &RunReport, digest: &str) -> Strin
     registry_core::hash::sha256_hex(canonical.to_string())
 }
 
-/// Records a run of `name@version` by a principal who may load it (the one resolver decides);
-/// idempotent by `run_id` within the tenant.
-pub(crate) fn report(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-    req: RunReport,
-) -> Result<RunView> {
-    check_report(&req)?;
-    let l = crate::resolve::version(s, p, name, version)?;
-    let digest = parse_digest(&req.digest)?;
-    if digest != l.body.digest {
-        return Err(Error::new(
-            ErrorCode::Conflict,
-            format!("{name}@{version} does not have the digest {digest}"),
-        )
-        .with_details(
-            FieldError::new("digest")
-                .reason("digest_mismatch")
-                .with("expected", &l.body.digest),
-        ));
-    }
-    let hash = request_hash(name, version, &req, &digest);
-    let id = run_asset_id(&p.tenant, &req.run_id);
-    let _guard = s.locks.lock(&format!("{}|run|{}", p.tenant, req.run_id));
-    if let Some(prev) = s.store.get(&id)? {
-        let b: RunBody = serde_json::from_value(prev.body).map_err(Error::internal)?;
-        if b.request_sha256 == hash && prev.meta.status == AssetStatus::Active {
-            return Ok(view(&id, &b));
+impl SkillsService {
+    /// Records a run of `name@version` by a principal who may load it (the one resolver decides);
+    /// idempotent by `run_id` within the tenant.
+    pub fn report_run(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: &str,
+        req: RunReport,
+    ) -> Result<RunView> {
+        check_report(&req)?;
+        let l = self.resolve(p, name, version)?;
+        let digest = parse_digest(&req.digest)?;
+        if digest != l.body.digest {
+            return Err(Error::new(
+                ErrorCode::Conflict,
+                format!("{name}@{version} does not have the digest {digest}"),
+            )
+            .with_details(
+                FieldError::new("digest")
+                    .reason("digest_mismatch")
+                    .with("expected", &l.body.digest),
+            ));
         }
-        return Err(Error::new(
-            ErrorCode::Conflict,
-            format!("run_id {} was reported with another body", req.run_id),
-        )
-        .with_details(FieldError::new("run_id").reason("run_id_reused")));
+        let hash = request_hash(name, version, &req, &digest);
+        let id = run_asset_id(&p.tenant, &req.run_id);
+        let _guard = self.locks.lock(&format!("{}|run|{}", p.tenant, req.run_id));
+        if let Some(prev) = self.store.get(&id)? {
+            let b: RunBody = serde_json::from_value(prev.body).map_err(Error::internal)?;
+            if b.request_sha256 == hash && prev.meta.status == AssetStatus::Active {
+                return Ok(view(&id, &b));
+            }
+            return Err(Error::new(
+                ErrorCode::Conflict,
+                format!("run_id {} was reported with another body", req.run_id),
+            )
+            .with_details(FieldError::new("run_id").reason("run_id_reused")));
+        }
+        let scope = run_scope(p, &l);
+        let existing = runs_of(self, &scope, &l.rec.meta.id)?;
+        if existing.len() >= MAX_RUNS_PER_VERSION {
+            return Err(Error::new(
+                ErrorCode::Conflict,
+                format!("{name}@{version} keeps at most {MAX_RUNS_PER_VERSION} runs"),
+            )
+            .with_details(
+                FieldError::new("run_id")
+                    .reason("limit")
+                    .limit(MAX_RUNS_PER_VERSION),
+            ));
+        }
+        let body = RunBody {
+            run_id: req.run_id.clone(),
+            name: l.body.name.clone(),
+            version: l.body.version.clone(),
+            version_asset: l.rec.meta.id.clone(),
+            digest,
+            outcome: req.outcome,
+            duration_ms: req.duration_ms,
+            task: req.task.clone(),
+            note_sha256: req
+                .note
+                .as_ref()
+                .map(|n| registry_core::hash::sha256_hex(n.as_bytes())),
+            note_chars: req.note.as_ref().map(|n| n.chars().count()),
+            reported_by: p.user.clone(),
+            at: Utc::now(),
+            request_sha256: hash.clone(),
+        };
+        let mut meta = AssetMeta::new(
+            AssetKind::SkillRun,
+            scope,
+            p.user.clone(),
+            SourceKind::ToolResult,
+        );
+        meta.id = id.clone();
+        meta.content_hash = hash.clone();
+        meta.status = AssetStatus::Active;
+        let rec = AssetRecord {
+            meta,
+            lookup_key: Some(lookup_key(&l.rec.meta.id)),
+            body: serde_json::to_value(&body).map_err(Error::internal)?,
+        };
+        let mut ops = vec![
+            WriteOp::PutVersion(Box::new(rec.clone())),
+            WriteOp::AddEdge(DerivationEdge {
+                parent: l.rec.meta.id.clone(),
+                child: id.clone(),
+                relation: Relation::RunOf,
+                child_store: ChildStore::Assets,
+            }),
+        ];
+        // A run reported for a registry task the reporter may see is derived from that task too:
+        // deleting the task, by any door (its route, retention, an erasure), reaches the run.
+        if let Some(task) = req.task.as_deref()
+            && let Some(t) = self.store.get(task)?
+            && t.meta.kind == AssetKind::Task
+            && registry_core::access::may(p, registry_core::access::Action::See, &t.meta)
+        {
+            ops.push(WriteOp::AddEdge(DerivationEdge {
+                parent: t.meta.id.clone(),
+                child: id.clone(),
+                relation: Relation::RunOf,
+                child_store: ChildStore::Assets,
+            }));
+        }
+        ops.push(WriteOp::Audit(audit(
+            p,
+            AuditAction::SkillRunReport,
+            &rec.meta.scope,
+            &id,
+            None,
+            Some(hash),
+        )));
+        self.store.commit(ops)?;
+        drop(_guard);
+        let mut all = existing;
+        all.push(body.clone());
+        flag_if_regressing(self, p, &l, &all)?;
+        Ok(view(&id, &body))
     }
-    let scope = run_scope(p, &l);
-    let existing = runs_of(s, &scope, &l.rec.meta.id)?;
-    if existing.len() >= MAX_RUNS_PER_VERSION {
-        return Err(Error::new(
-            ErrorCode::Conflict,
-            format!("{name}@{version} keeps at most {MAX_RUNS_PER_VERSION} runs"),
-        )
-        .with_details(
-            FieldError::new("run_id")
-                .reason("limit")
-                .limit(MAX_RUNS_PER_VERSION),
-        ));
+
+    /// The newest runs of the version asset `version_asset` that `p` may see, newest first, at
+    /// most `limit`, and whether there were more (the runs part of a change's impact).
+    pub fn recent_runs(
+        &self,
+        p: &Principal,
+        version_asset: &str,
+        limit: usize,
+    ) -> Result<(Vec<RunView>, bool)> {
+        let recs = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::SkillRun),
+            tenant: Some(p.tenant.clone()),
+            scope_keys: Some(p.visible_scope_keys()),
+            lookup_key: Some(lookup_key(version_asset)),
+            statuses: Some(vec![AssetStatus::Active]),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let mut runs = vec![];
+        for (i, r) in recs.into_iter().filter(|r| p.can_see(&r.meta)).enumerate() {
+            if i % 1024 == 0 {
+                registry_core::deadline::check()?;
+            }
+            let b: RunBody = serde_json::from_value(r.body).map_err(Error::internal)?;
+            runs.push(view(&r.meta.id, &b));
+        }
+        runs.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
+        let more = runs.len() > limit;
+        runs.truncate(limit);
+        Ok((runs, more))
     }
-    let body = RunBody {
-        run_id: req.run_id.clone(),
-        name: l.body.name.clone(),
-        version: l.body.version.clone(),
-        version_asset: l.rec.meta.id.clone(),
-        digest,
-        outcome: req.outcome,
-        duration_ms: req.duration_ms,
-        task: req.task.clone(),
-        note_sha256: req
-            .note
-            .as_ref()
-            .map(|n| registry_core::hash::sha256_hex(n.as_bytes())),
-        note_chars: req.note.as_ref().map(|n| n.chars().count()),
-        reported_by: p.user.clone(),
-        at: Utc::now(),
-        request_sha256: hash.clone(),
-    };
-    let mut meta = AssetMeta::new(
-        AssetKind::SkillRun,
-        scope,
-        p.user.clone(),
-        SourceKind::ToolResult,
-    );
-    meta.id = id.clone();
-    meta.content_hash = hash.clone();
-    meta.status = AssetStatus::Active;
-    let rec = AssetRecord {
-        meta,
-        lookup_key: Some(lookup_key(&l.rec.meta.id)),
-        body: serde_json::to_value(&body).map_err(Error::internal)?,
-    };
-    let mut ops = vec![
-        WriteOp::PutVersion(Box::new(rec.clone())),
-        WriteOp::AddEdge(DerivationEdge {
-            parent: l.rec.meta.id.clone(),
-            child: id.clone(),
-            relation: Relation::RunOf,
-            child_store: ChildStore::Assets,
-        }),
-    ];
-    // A run reported for a registry task the reporter may see is derived from that task too:
-    // deleting the task, by any door (its route, retention, an erasure), reaches the run.
-    if let Some(task) = req.task.as_deref()
-        && let Some(t) = s.store.get(task)?
-        && t.meta.kind == AssetKind::Task
-        && registry_core::access::may(p, registry_core::access::Action::See, &t.meta)
-    {
-        ops.push(WriteOp::AddEdge(DerivationEdge {
-            parent: t.meta.id.clone(),
-            child: id.clone(),
-            relation: Relation::RunOf,
-            child_store: ChildStore::Assets,
-        }));
+
+    /// The observed figures of the version `name@version` as the caller sees them, and its
+    /// comparison with the release it replaced.
+    pub fn run_summary(&self, p: &Principal, name: &str, version: &str) -> Result<RunSummary> {
+        let l = self.resolve(p, name, version)?;
+        let stats = stats(&visible_runs(self, p, &l)?);
+        let compared_with = match predecessor(self, p, &l)? {
+            Some(pred) => {
+                let ps = self::stats(&visible_runs(self, p, &pred)?);
+                Some(RunComparison {
+                    predecessor: pred.body.version.clone(),
+                    predecessor_digest: pred.body.digest.clone(),
+                    verdict: verdict(&stats, &ps).to_string(),
+                    predecessor_stats: ps,
+                })
+            }
+            None => None,
+        };
+        let policy = self.observe_policy();
+        Ok(RunSummary {
+            name: l.body.name.clone(),
+            version: l.body.version.clone(),
+            digest: l.body.digest.clone(),
+            stats,
+            compared_with,
+            observe_flag: l.body.observe_flag.clone(),
+            max_failure_rate: policy.max_failure_rate,
+            min_runs: policy.min_runs,
+        })
     }
-    ops.push(WriteOp::Audit(audit(
-        p,
-        AuditAction::SkillRunReport,
-        &rec.meta.scope,
-        &id,
-        None,
-        Some(hash),
-    )));
-    s.store.commit(ops)?;
-    drop(_guard);
-    let mut all = existing;
-    all.push(body.clone());
-    flag_if_regressing(s, p, &l, &all)?;
-    Ok(view(&id, &body))
 }
 
 /// Every active run of the version `version_asset` in `scope`, oldest first.
@@ -536,80 +570,15 @@ fn visible_runs(s: &SkillsService, p: &Principal, l: &Loaded) -> Result<Vec<RunB
     parse_runs(recs.into_iter().filter(|r| p.can_see(&r.meta)).collect())
 }
 
-/// The newest runs of the version asset `version_asset` that `p` may see, newest first, at
-/// most `limit`, and whether there were more (the runs part of a change's impact).
-pub(crate) fn recent_runs(
-    s: &SkillsService,
-    p: &Principal,
-    version_asset: &str,
-    limit: usize,
-) -> Result<(Vec<RunView>, bool)> {
-    let recs = s.store.find(&AssetQuery {
-        kind: Some(AssetKind::SkillRun),
-        tenant: Some(p.tenant.clone()),
-        scope_keys: Some(p.visible_scope_keys()),
-        lookup_key: Some(lookup_key(version_asset)),
-        statuses: Some(vec![AssetStatus::Active]),
-        heads_only: true,
-        ..Default::default()
-    })?;
-    let mut runs = vec![];
-    for (i, r) in recs.into_iter().filter(|r| p.can_see(&r.meta)).enumerate() {
-        if i % 1024 == 0 {
-            registry_core::deadline::check()?;
-        }
-        let b: RunBody = serde_json::from_value(r.body).map_err(Error::internal)?;
-        runs.push(view(&r.meta.id, &b));
-    }
-    runs.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.id.cmp(&b.id)));
-    let more = runs.len() > limit;
-    runs.truncate(limit);
-    Ok((runs, more))
-}
-
 /// The release `l` replaced: the highest earlier version of the same name and scope that was
 /// released (published, deprecated or yanked since).
 fn predecessor(s: &SkillsService, p: &Principal, l: &Loaded) -> Result<Option<Loaded>> {
-    let versions = crate::resolve::visible_versions(s, p, &l.body.name)?;
+    let versions = s.visible_versions(p, &l.body.name)?;
     Ok(versions
         .into_iter()
         .filter(|v| v.rec.meta.scope == l.rec.meta.scope && crate::resolve::holds_version(v))
         .filter(|v| v.semver() < l.semver())
         .max_by_key(Loaded::semver))
-}
-
-/// The observed figures of the version `name@version` as the caller sees them.
-pub(crate) fn summary_view(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: &str,
-) -> Result<RunSummary> {
-    let l = crate::resolve::version(s, p, name, version)?;
-    let stats = stats(&visible_runs(s, p, &l)?);
-    let compared_with = match predecessor(s, p, &l)? {
-        Some(pred) => {
-            let ps = self::stats(&visible_runs(s, p, &pred)?);
-            Some(RunComparison {
-                predecessor: pred.body.version.clone(),
-                predecessor_digest: pred.body.digest.clone(),
-                verdict: verdict(&stats, &ps).to_string(),
-                predecessor_stats: ps,
-            })
-        }
-        None => None,
-    };
-    let policy = s.observe_policy();
-    Ok(RunSummary {
-        name: l.body.name.clone(),
-        version: l.body.version.clone(),
-        digest: l.body.digest.clone(),
-        stats,
-        compared_with,
-        observe_flag: l.body.observe_flag.clone(),
-        max_failure_rate: policy.max_failure_rate,
-        min_runs: policy.min_runs,
-    })
 }
 
 /// The figures of a released version shown in the select view (the caller's runs).

@@ -5,9 +5,12 @@ use registry_core::principal::Principal;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::service::{
-    Deprecation, DiscoverView, LifecycleState, Loaded, ReviewRecord, SkillsService, TestRun,
+use crate::lifecycle::LifecycleState;
+use crate::load::executable_check;
+use crate::model::{
+    Deprecation, DiscoverView, Loaded, ObserveFlag, ReviewRecord, ScanOverride, TestRun, TestWaiver,
 };
+use crate::service::SkillsService;
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -19,20 +22,22 @@ pub struct DiscoverList {
     pub tokenizer: String,
 }
 
-/// The discover answer, shared by HTTP and MCP.
-pub fn discover_list(
-    s: &SkillsService,
-    p: &Principal,
-    q: Option<&str>,
-    limit: Option<usize>,
-) -> Result<DiscoverList> {
-    let limit = limit.unwrap_or(20).clamp(1, 200);
-    let skills = crate::service::discover(s, p, q, limit)?;
-    Ok(DiscoverList {
-        total_tokens: skills.iter().map(|e| e.tokens).sum(),
-        tokenizer: s.embedder.info().tag(),
-        skills,
-    })
+impl SkillsService {
+    /// The discover answer, shared by HTTP and MCP.
+    pub fn discover_list(
+        &self,
+        p: &Principal,
+        q: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<DiscoverList> {
+        let limit = limit.unwrap_or(20).clamp(1, 200);
+        let skills = self.discover(p, q, limit)?;
+        Ok(DiscoverList {
+            total_tokens: skills.iter().map(|e| e.tokens).sum(),
+            tokenizer: self.embedder.info().tag(),
+            skills,
+        })
+    }
 }
 
 /// A version as the API shows it (no archive bytes).
@@ -68,13 +73,13 @@ pub struct VersionView {
     #[cfg_attr(feature = "openapi", schema(schema_with = scan_report_ref))]
     pub scan: Option<skills_sdk::ScanReport>,
     /// A platform principal's override of a failing scan.
-    pub scan_override: Option<crate::service::ScanOverride>,
+    pub scan_override: Option<ScanOverride>,
     /// The author's own latest results: shown, never enough for Test.
     pub self_reported: Option<TestRun>,
     /// A reviewer's waiver of Test (versions that declare no test).
-    pub test_waiver: Option<crate::proof::TestWaiver>,
+    pub test_waiver: Option<TestWaiver>,
     /// Set when observed runs put this release back in the review queue.
-    pub observe_flag: Option<crate::runs::ObserveFlag>,
+    pub observe_flag: Option<ObserveFlag>,
 }
 
 /// The scan report's schema comes from its JSON Schema derive (the server's document names it
@@ -148,60 +153,61 @@ pub struct SelectView {
     pub reasons: Vec<String>,
 }
 
-/// The select answer, shared by HTTP and MCP.
-pub fn select_view(
-    s: &SkillsService,
-    p: &Principal,
-    name: &str,
-    version: Option<&str>,
-    tools: &[String],
-    permissions: &[String],
-    environment: &[String],
-) -> Result<SelectView> {
-    let versions = crate::resolve::visible_versions(s, p, name)?;
-    let current = crate::service::current_release(s, &versions)?;
-    // The version shown is the one every load door serves under that name.
-    let selected = match (version, &current) {
-        (Some(v), _) => crate::resolve::version(s, p, name, v)?,
-        (None, Some(c)) => versions
-            .iter()
-            .find(|l| l.rec.meta.id == c.version_asset)
-            .cloned()
-            .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?,
-        (None, None) => match versions.last() {
-            Some(l) => crate::resolve::version(s, p, name, &l.body.version)?,
-            None => return Err(Error::not_found(format!("no such version of {name}"))),
-        },
-    };
-    let selected = &selected;
-    let (executable, reasons) =
-        crate::service::executable_check(selected, tools, permissions, environment);
-    let mut summaries = Vec::with_capacity(versions.len());
-    for l in &versions {
-        let runs = if crate::resolve::holds_version(l) {
-            Some(crate::runs::stats_for(s, p, l)?)
-        } else {
-            None
+impl SkillsService {
+    /// The select answer, shared by HTTP and MCP.
+    pub fn select_view(
+        &self,
+        p: &Principal,
+        name: &str,
+        version: Option<&str>,
+        tools: &[String],
+        permissions: &[String],
+        environment: &[String],
+    ) -> Result<SelectView> {
+        let versions = self.visible_versions(p, name)?;
+        let current = self.current_release(&versions)?;
+        // The version shown is the one every load door serves under that name.
+        let selected = match (version, &current) {
+            (Some(v), _) => self.resolve(p, name, v)?,
+            (None, Some(c)) => versions
+                .iter()
+                .find(|l| l.rec.meta.id == c.version_asset)
+                .cloned()
+                .ok_or_else(|| Error::not_found(format!("no such version of {name}")))?,
+            (None, None) => match versions.last() {
+                Some(l) => self.resolve(p, name, &l.body.version)?,
+                None => return Err(Error::not_found(format!("no such version of {name}"))),
+            },
         };
-        summaries.push(VersionSummary {
-            version: l.body.version.clone(),
-            digest: l.body.digest.clone(),
-            state: l.body.state,
-            yanked: l.body.state == LifecycleState::Yanked,
-            scan: l.body.scan.as_ref().map(|r| r.verdict),
-            scan_overridden: l.body.scan_override.is_some(),
-            runs,
-            flagged: l.body.observe_flag.is_some(),
-        });
+        let selected = &selected;
+        let (executable, reasons) = executable_check(selected, tools, permissions, environment);
+        let mut summaries = Vec::with_capacity(versions.len());
+        for l in &versions {
+            let runs = if crate::resolve::holds_version(l) {
+                Some(crate::runs::stats_for(self, p, l)?)
+            } else {
+                None
+            };
+            summaries.push(VersionSummary {
+                version: l.body.version.clone(),
+                digest: l.body.digest.clone(),
+                state: l.body.state,
+                yanked: l.body.state == LifecycleState::Yanked,
+                scan: l.body.scan.as_ref().map(|r| r.verdict),
+                scan_overridden: l.body.scan_override.is_some(),
+                runs,
+                flagged: l.body.observe_flag.is_some(),
+            });
+        }
+        Ok(SelectView {
+            name: name.to_string(),
+            current: current.map(|c| c.version),
+            versions: summaries,
+            selected: VersionView::of(selected),
+            executable,
+            reasons,
+        })
     }
-    Ok(SelectView {
-        name: name.to_string(),
-        current: current.map(|c| c.version),
-        versions: summaries,
-        selected: VersionView::of(selected),
-        executable,
-        reasons,
-    })
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -215,15 +221,17 @@ pub struct InstructionsView {
     pub tokens: usize,
 }
 
-/// The load answer, shared by HTTP and MCP.
-pub fn instructions_view(s: &SkillsService, l: &Loaded) -> Result<InstructionsView> {
-    let text = crate::service::instructions(s, l)?;
-    let tokens = s.embedder.count_tokens(&text)?;
-    Ok(InstructionsView {
-        name: l.body.name.clone(),
-        version: l.body.version.clone(),
-        digest: l.body.digest.clone(),
-        instructions: text,
-        tokens,
-    })
+impl SkillsService {
+    /// The load answer, shared by HTTP and MCP.
+    pub fn instructions_view(&self, l: &Loaded) -> Result<InstructionsView> {
+        let text = self.instructions(l)?;
+        let tokens = self.embedder.count_tokens(&text)?;
+        Ok(InstructionsView {
+            name: l.body.name.clone(),
+            version: l.body.version.clone(),
+            digest: l.body.digest.clone(),
+            instructions: text,
+            tokens,
+        })
+    }
 }
