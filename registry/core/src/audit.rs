@@ -326,7 +326,7 @@ impl AuditEvent {
         key: Option<&AuditKey>,
     ) -> String {
         let seq_s = seq.to_string();
-        let at_s = crate::time::to_text(&at);
+        let at_s = crate::time::to_text(at);
         let opt = |o: &Option<String>| o.clone().unwrap_or_default();
         let fields = [
             seq_s,
@@ -363,7 +363,7 @@ impl Checkpoint {
             "audit-checkpoint-v1".to_string(),
             seq.to_string(),
             hash.to_string(),
-            crate::time::to_text(&at),
+            crate::time::to_text(at),
         ]
     }
 

@@ -634,9 +634,10 @@ mod tests {
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
             let e = e.to_string();
             assert!(
-                e.contains("bind") && e.contains("not an address like"),
+                e.to_lowercase().contains("bind") && e.contains("not an address like"),
                 "{e}"
             );
+            jail.set_env("REGISTRY_BIND", "127.0.0.1:7878");
             jail.create_file("registry.toml", "bnd = 1\n")?;
             let e = Config::load(None, &CliOverrides::default()).unwrap_err();
             assert!(e.to_string().contains("bnd"), "{e}");

@@ -148,7 +148,7 @@ pub enum AuditCommand {
 impl Cli {
     pub fn load_config(&self) -> anyhow::Result<Config> {
         let bind = match &self.command {
-            Command::Serve { bind } => bind.clone(),
+            Command::Serve { bind } => *bind,
             _ => None,
         };
         let cli = CliOverrides {

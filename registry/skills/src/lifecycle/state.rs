@@ -152,6 +152,18 @@ pub fn check(state: LifecycleState, action: Action) -> Result<(), CoreError> {
 mod tests {
     use super::*;
 
+    /// A state's or action's stored name (`as_str`, derived by strum) is its serde name.
+    #[test]
+    fn stored_names_are_the_serde_names() {
+        use strum::IntoEnumIterator;
+        for s in LifecycleState::iter() {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str(), "{s:?}");
+        }
+        for a in Action::iter() {
+            assert_eq!(serde_json::to_value(a).unwrap(), a.as_str(), "{a:?}");
+        }
+    }
+
     const ALL: [LifecycleState; 7] = [
         Draft, Tested, Approved, Rejected, Published, Deprecated, Yanked,
     ];
