@@ -594,43 +594,13 @@ impl KnowledgeService {
         let mut prep = self.validate(p, req)?;
         let head = self.current(p, &prep.scope, &prep.source_id)?;
         let head_body: Option<DocBody> = head.as_ref().map(parse_body).transpose()?;
-        if let (Some(h), Some(b)) = (&head, &head_body) {
+        let prior = head.as_ref().zip(head_body.as_ref());
+        if let Some((h, b)) = prior {
             Self::may_continue(p, h, b, &mut prep)?;
-        }
-        if let (Some(h), Some(b)) = (&head, &head_body) {
-            let same_meta = b.format == prep.format
-                && b.authority == prep.authority
-                && (!prep.effective_given || b.effective_at == prep.effective_at)
-                && b.expires_at == prep.expires_at
-                && h.meta.owner == prep.owner
-                && h.meta.scope == prep.scope
-                && h.meta.acl == prep.acl
-                && h.meta.sensitivity == prep.sensitivity
-                && h.meta.purposes == prep.purposes
-                && h.meta.retain_until == prep.retain_until;
-            let same_content = h.meta.content_hash == prep.content_hash;
-            if b.source_version == prep.source_version && h.meta.status.is_servable() {
-                if same_content && same_meta {
-                    return Ok(IngestOutcome {
-                        status: IngestStatus::Unchanged,
-                        document_id: h.meta.id.clone(),
-                        version: h.meta.version,
-                        source_id: prep.source_id,
-                        source_version: b.source_version.clone(),
-                        content_hash: prep.content_hash,
-                        chunks: b.chunk_ids.len(),
-                        superseded_chunks: 0,
-                        flagged_chunks: 0,
-                    });
-                }
-                return Err(Error::Conflict(format!(
-                    "version {} of {} exists with different content or metadata; versions are \
-                     immutable, ingest it under a new version",
-                    prep.source_version, prep.source_id
-                )));
+            if let Some(same) = unchanged_version(&prep, h, b)? {
+                return Ok(same);
             }
         }
-
         let chunks = self.chunk(&prep.content, prep.format)?;
         if chunks.is_empty() {
             return Err(Error::validation(
@@ -640,190 +610,91 @@ impl KnowledgeService {
         }
         let texts: Vec<&str> = chunks.iter().map(|c| c.index_text.as_str()).collect();
         let vectors = self.embed_all(&texts)?;
-
-        let now = Utc::now();
-        let (doc_id, version, created_at) = match &head {
-            Some(h) => (h.meta.id.clone(), h.meta.version + 1, h.meta.created_at),
-            None => (registry_core::asset::new_asset_id(), 1, now),
-        };
-        let base_meta = |kind: AssetKind, id: String, version: u32, hash: String| AssetMeta {
-            id,
-            kind,
-            scope: prep.scope.clone(),
-            owner: prep.owner.clone(),
-            source: SourceKind::Document,
-            trust: prep.authority.trust(),
-            sensitivity: prep.sensitivity,
-            acl: prep.acl.clone(),
-            version,
-            created_at: if kind == AssetKind::Document {
-                created_at
-            } else {
-                now
-            },
-            updated_at: now,
-            valid_from: Some(prep.effective_at),
-            valid_to: prep.expires_at,
-            expires_at: prep.expires_at,
-            retain_until: prep.retain_until,
-            content_hash: hash,
-            status: AssetStatus::Active,
-            parents: vec![],
-            purposes: prep.purposes.clone(),
-        };
+        let next = NewVersion::build(&prep, head.as_ref(), &chunks)?;
         let mut ops = Vec::new();
-        let mut chunk_records = Vec::with_capacity(chunks.len());
-        for c in &chunks {
-            let mut meta = base_meta(
-                AssetKind::Chunk,
-                registry_core::asset::new_asset_id(),
-                1,
-                sha256_hex(&c.content),
-            );
-            meta.parents = vec![doc_id.clone()];
-            let body = ChunkBody {
-                document_id: doc_id.clone(),
-                document_version: version,
-                source_id: prep.source_id.clone(),
-                source_version: prep.source_version.clone(),
-                authority: prep.authority,
-                effective_at: prep.effective_at,
-                chunk: c.clone(),
-            };
-            chunk_records.push(AssetRecord {
-                meta,
-                lookup_key: Some(prep.source_id.clone()),
-                body: serde_json::to_value(&body)
-                    .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
-            });
-        }
-        let chunk_ids: Vec<String> = chunk_records.iter().map(|r| r.meta.id.clone()).collect();
-        let doc_body = DocBody {
-            source_id: prep.source_id.clone(),
-            source_version: prep.source_version.clone(),
-            format: prep.format,
-            authority: prep.authority,
-            effective_at: prep.effective_at,
-            expires_at: prep.expires_at,
-            content: prep.content.clone(),
-            chunk_ids: chunk_ids.clone(),
+        let superseded = match prior {
+            Some((h, b)) => self.supersede_ops(p, &prep, h, b, next.version, &mut ops)?,
+            None => vec![],
         };
-        let doc = AssetRecord {
-            meta: base_meta(
-                AssetKind::Document,
-                doc_id.clone(),
-                version,
-                prep.content_hash.clone(),
-            ),
-            lookup_key: Some(prep.source_id.clone()),
-            body: serde_json::to_value(&doc_body)
-                .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
-        };
-
-        // The previous version and its chunks leave service in the same commit.
-        let mut superseded: Vec<String> = vec![];
-        if let (Some(h), Some(b)) = (&head, &head_body) {
-            if h.meta.status.is_servable() {
-                ops.push(WriteOp::SetStatus {
-                    id: h.meta.id.clone(),
-                    version: Some(h.meta.version),
-                    status: AssetStatus::Superseded,
-                    expect: Some(h.meta.status),
-                });
-                ops.push(WriteOp::Audit(
-                    AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentSupersede)
-                        .in_scope(&prep.scope)
-                        .asset(&h.meta.id)
-                        .hashes(
-                            Some(h.meta.content_hash.clone()),
-                            Some(prep.content_hash.clone()),
-                        )
-                        .reason(format!(
-                            "version {} replaced by {}",
-                            h.meta.version, version
-                        )),
-                ));
-            }
-            let old = self.store.find(&AssetQuery {
-                kind: Some(AssetKind::Chunk),
-                ids: Some(b.chunk_ids.clone()),
-                heads_only: true,
-                ..Default::default()
-            })?;
-            for c in old.into_iter().filter(|c| c.meta.status.is_servable()) {
-                ops.push(WriteOp::SetStatus {
-                    id: c.meta.id.clone(),
-                    version: None,
-                    status: AssetStatus::Superseded,
-                    expect: Some(c.meta.status),
-                });
-                ops.push(WriteOp::Audit(
-                    AuditDraft::new(&p.user, AuditAction::KnowledgeChunkSupersede)
-                        .in_scope(&prep.scope)
-                        .asset(&c.meta.id)
-                        .hashes(Some(c.meta.content_hash.clone()), None),
-                ));
-                superseded.push(c.meta.id);
-            }
-        }
-        ops.push(WriteOp::Audit(
-            AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentIngest)
-                .in_scope(&prep.scope)
-                .asset(&doc_id)
-                .hashes(
-                    head.as_ref().map(|h| h.meta.content_hash.clone()),
-                    Some(prep.content_hash.clone()),
-                )
-                // Source ids and versions are the caller's text: the log keeps ids and counts.
-                .reason(format!("version {version} ({} chunks)", chunks.len())),
-        ));
-        ops.push(WriteOp::PutVersion(Box::new(doc)));
-        for r in &chunk_records {
-            let id = r.meta.id.clone();
-            ops.push(WriteOp::Audit(
-                AuditDraft::new(&p.user, AuditAction::KnowledgeChunkCreate)
-                    .in_scope(&prep.scope)
-                    .asset(&id)
-                    .hashes(None, Some(r.meta.content_hash.clone())),
-            ));
-            ops.push(WriteOp::PutVersion(Box::new(r.clone())));
-            ops.push(WriteOp::AddEdge(DerivationEdge {
-                parent: doc_id.clone(),
-                child: id.clone(),
-                relation: Relation::ChunkOf,
-                child_store: ChildStore::Assets,
-            }));
-            // Index entries are keyed by the chunk's own id in both indexes.
-            for store in [ChildStore::TextIndex, ChildStore::VectorIndex] {
-                ops.push(WriteOp::AddEdge(DerivationEdge {
-                    parent: id.clone(),
-                    child: id.clone(),
-                    relation: Relation::IndexedAs,
-                    child_store: store,
-                }));
-            }
-        }
+        next.create_ops(p, &prep, head.as_ref(), &mut ops);
         self.store.commit(ops)?;
 
         if !superseded.is_empty() {
             self.search.remove(&superseded)?;
         }
-        self.write_indexes(&chunk_records, vectors)?;
+        self.write_indexes(&next.chunks, vectors)?;
         Ok(IngestOutcome {
             status: if head.is_some() {
                 IngestStatus::NewVersion
             } else {
                 IngestStatus::Created
             },
-            document_id: doc_id,
-            version,
+            document_id: next.doc.meta.id.clone(),
+            version: next.version,
             source_id: prep.source_id,
             source_version: prep.source_version,
             content_hash: prep.content_hash,
-            chunks: chunk_records.len(),
+            chunks: next.chunks.len(),
             superseded_chunks: superseded.len(),
             flagged_chunks: chunks.iter().filter(|c| c.instruction.flagged).count(),
         })
+    }
+
+    /// Ingest, step 4: the write ops that take the previous version and its chunks out of
+    /// service in the same commit as the new one; answers the chunk ids superseded.
+    fn supersede_ops(
+        &self,
+        p: &Principal,
+        prep: &Prepared,
+        h: &AssetRecord,
+        b: &DocBody,
+        version: u32,
+        ops: &mut Vec<WriteOp>,
+    ) -> Result<Vec<String>> {
+        let mut superseded: Vec<String> = vec![];
+        if h.meta.status.is_servable() {
+            ops.push(WriteOp::SetStatus {
+                id: h.meta.id.clone(),
+                version: Some(h.meta.version),
+                status: AssetStatus::Superseded,
+                expect: Some(h.meta.status),
+            });
+            ops.push(WriteOp::Audit(
+                AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentSupersede)
+                    .in_scope(&prep.scope)
+                    .asset(&h.meta.id)
+                    .hashes(
+                        Some(h.meta.content_hash.clone()),
+                        Some(prep.content_hash.clone()),
+                    )
+                    .reason(format!(
+                        "version {} replaced by {}",
+                        h.meta.version, version
+                    )),
+            ));
+        }
+        let old = self.store.find(&AssetQuery {
+            kind: Some(AssetKind::Chunk),
+            ids: Some(b.chunk_ids.clone()),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        for c in old.into_iter().filter(|c| c.meta.status.is_servable()) {
+            ops.push(WriteOp::SetStatus {
+                id: c.meta.id.clone(),
+                version: None,
+                status: AssetStatus::Superseded,
+                expect: Some(c.meta.status),
+            });
+            ops.push(WriteOp::Audit(
+                AuditDraft::new(&p.user, AuditAction::KnowledgeChunkSupersede)
+                    .in_scope(&prep.scope)
+                    .asset(&c.meta.id)
+                    .hashes(Some(c.meta.content_hash.clone()), None),
+            ));
+            superseded.push(c.meta.id);
+        }
+        Ok(superseded)
     }
 
     fn index_keys(meta: &AssetMeta, authority: Authority) -> IndexKeys {
@@ -1233,5 +1104,189 @@ impl KnowledgeService {
             }
         }
         Ok(out)
+    }
+}
+
+/// Ingest, step 2: the same source version again. Same content and metadata answers
+/// `unchanged` (an idempotent retry); anything else is refused, since versions are immutable.
+fn unchanged_version(
+    prep: &Prepared,
+    h: &AssetRecord,
+    b: &DocBody,
+) -> Result<Option<IngestOutcome>> {
+    let same_meta = b.format == prep.format
+        && b.authority == prep.authority
+        && (!prep.effective_given || b.effective_at == prep.effective_at)
+        && b.expires_at == prep.expires_at
+        && h.meta.owner == prep.owner
+        && h.meta.scope == prep.scope
+        && h.meta.acl == prep.acl
+        && h.meta.sensitivity == prep.sensitivity
+        && h.meta.purposes == prep.purposes
+        && h.meta.retain_until == prep.retain_until;
+    let same_content = h.meta.content_hash == prep.content_hash;
+    if b.source_version == prep.source_version && h.meta.status.is_servable() {
+        if same_content && same_meta {
+            return Ok(Some(IngestOutcome {
+                status: IngestStatus::Unchanged,
+                document_id: h.meta.id.clone(),
+                version: h.meta.version,
+                source_id: prep.source_id.clone(),
+                source_version: b.source_version.clone(),
+                content_hash: prep.content_hash.clone(),
+                chunks: b.chunk_ids.len(),
+                superseded_chunks: 0,
+                flagged_chunks: 0,
+            }));
+        }
+        return Err(Error::Conflict(format!(
+            "version {} of {} exists with different content or metadata; versions are \
+             immutable, ingest it under a new version",
+            prep.source_version, prep.source_id
+        )));
+    }
+    Ok(None)
+}
+
+/// Ingest, step 3: the new document version and its chunks, not yet written.
+struct NewVersion {
+    doc: AssetRecord,
+    version: u32,
+    chunks: Vec<AssetRecord>,
+}
+
+impl NewVersion {
+    fn build(prep: &Prepared, head: Option<&AssetRecord>, chunks: &[Chunk]) -> Result<NewVersion> {
+        let now = Utc::now();
+        let (doc_id, version, created_at) = match head {
+            Some(h) => (h.meta.id.clone(), h.meta.version + 1, h.meta.created_at),
+            None => (registry_core::asset::new_asset_id(), 1, now),
+        };
+        let base_meta = |kind: AssetKind, id: String, version: u32, hash: String| AssetMeta {
+            id,
+            kind,
+            scope: prep.scope.clone(),
+            owner: prep.owner.clone(),
+            source: SourceKind::Document,
+            trust: prep.authority.trust(),
+            sensitivity: prep.sensitivity,
+            acl: prep.acl.clone(),
+            version,
+            created_at: if kind == AssetKind::Document {
+                created_at
+            } else {
+                now
+            },
+            updated_at: now,
+            valid_from: Some(prep.effective_at),
+            valid_to: prep.expires_at,
+            expires_at: prep.expires_at,
+            retain_until: prep.retain_until,
+            content_hash: hash,
+            status: AssetStatus::Active,
+            parents: vec![],
+            purposes: prep.purposes.clone(),
+        };
+        let mut chunk_records = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            let mut meta = base_meta(
+                AssetKind::Chunk,
+                registry_core::asset::new_asset_id(),
+                1,
+                sha256_hex(&c.content),
+            );
+            meta.parents = vec![doc_id.clone()];
+            let body = ChunkBody {
+                document_id: doc_id.clone(),
+                document_version: version,
+                source_id: prep.source_id.clone(),
+                source_version: prep.source_version.clone(),
+                authority: prep.authority,
+                effective_at: prep.effective_at,
+                chunk: c.clone(),
+            };
+            chunk_records.push(AssetRecord {
+                meta,
+                lookup_key: Some(prep.source_id.clone()),
+                body: serde_json::to_value(&body)
+                    .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
+            });
+        }
+        let chunk_ids: Vec<String> = chunk_records.iter().map(|r| r.meta.id.clone()).collect();
+        let doc_body = DocBody {
+            source_id: prep.source_id.clone(),
+            source_version: prep.source_version.clone(),
+            format: prep.format,
+            authority: prep.authority,
+            effective_at: prep.effective_at,
+            expires_at: prep.expires_at,
+            content: prep.content.clone(),
+            chunk_ids: chunk_ids.clone(),
+        };
+        let doc = AssetRecord {
+            meta: base_meta(
+                AssetKind::Document,
+                doc_id.clone(),
+                version,
+                prep.content_hash.clone(),
+            ),
+            lookup_key: Some(prep.source_id.clone()),
+            body: serde_json::to_value(&doc_body)
+                .map_err(|e| Error::Core(registry_core::CoreError::backend("knowledge", e)))?,
+        };
+        Ok(NewVersion {
+            doc,
+            version,
+            chunks: chunk_records,
+        })
+    }
+
+    /// Ingest, step 5: the ops that write the version, its chunks, their derivation edges
+    /// and index edges, and the audit events (ids, hashes and counts only).
+    fn create_ops(
+        &self,
+        p: &Principal,
+        prep: &Prepared,
+        head: Option<&AssetRecord>,
+        ops: &mut Vec<WriteOp>,
+    ) {
+        let (doc_id, version) = (&self.doc.meta.id, self.version);
+        ops.push(WriteOp::Audit(
+            AuditDraft::new(&p.user, AuditAction::KnowledgeDocumentIngest)
+                .in_scope(&prep.scope)
+                .asset(doc_id)
+                .hashes(
+                    head.map(|h| h.meta.content_hash.clone()),
+                    Some(prep.content_hash.clone()),
+                )
+                // Source ids and versions are the caller's text: the log keeps ids and counts.
+                .reason(format!("version {version} ({} chunks)", self.chunks.len())),
+        ));
+        ops.push(WriteOp::PutVersion(Box::new(self.doc.clone())));
+        for r in &self.chunks {
+            let id = r.meta.id.clone();
+            ops.push(WriteOp::Audit(
+                AuditDraft::new(&p.user, AuditAction::KnowledgeChunkCreate)
+                    .in_scope(&prep.scope)
+                    .asset(&id)
+                    .hashes(None, Some(r.meta.content_hash.clone())),
+            ));
+            ops.push(WriteOp::PutVersion(Box::new(r.clone())));
+            ops.push(WriteOp::AddEdge(DerivationEdge {
+                parent: doc_id.clone(),
+                child: id.clone(),
+                relation: Relation::ChunkOf,
+                child_store: ChildStore::Assets,
+            }));
+            // Index entries are keyed by the chunk's own id in both indexes.
+            for store in [ChildStore::TextIndex, ChildStore::VectorIndex] {
+                ops.push(WriteOp::AddEdge(DerivationEdge {
+                    parent: id.clone(),
+                    child: id.clone(),
+                    relation: Relation::IndexedAs,
+                    child_store: store,
+                }));
+            }
+        }
     }
 }
