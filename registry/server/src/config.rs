@@ -325,7 +325,9 @@ pub struct StoreOverrides {
 fn socket_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     s.parse().map_err(|_| {
-        serde::de::Error::custom(format!("{s:?} is not an address like 127.0.0.1:7878"))
+        serde::de::Error::custom(format!(
+            "setting `bind`: {s:?} is not an address like 127.0.0.1:7878"
+        ))
     })
 }
 
