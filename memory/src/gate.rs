@@ -72,19 +72,71 @@ pub fn screen_with_vectors(
     fields: &[(&str, &str)],
     vectors: &[Option<Vec<f32>>],
 ) -> Screen {
-    let mut reject = vec![];
-    let mut hold = vec![];
-    let mut info = vec![];
-    let mut quarantine = false;
-    // Rule 1.
+    let mut out = Outcome::default();
+    scope_rule(&mut out, p, class, scope);
+    source_rule(&mut out, p, class, source);
+    let sensitivity = sensitive_data_rule(&mut out, scope, declared, fields);
+    instruction_rule(&mut out, source, fields, vectors);
+    out.decide(sensitivity)
+}
+
+/// What the rules found so far: reasons that reject, reasons that hold for review, and reasons
+/// that only inform.
+#[derive(Default)]
+struct Outcome {
+    reject: Vec<Reason>,
+    hold: Vec<Reason>,
+    info: Vec<Reason>,
+    quarantine: bool,
+}
+
+impl Outcome {
+    /// Any rejecting reason rejects (and carries the holding ones too); otherwise any holding
+    /// reason makes a candidate; otherwise the write goes on to rules 5–6.
+    fn decide(self, sensitivity: Sensitivity) -> Screen {
+        let Outcome {
+            mut reject,
+            mut hold,
+            info,
+            quarantine,
+        } = self;
+        if !reject.is_empty() {
+            reject.extend(hold);
+            return Screen {
+                decision: Decision::Rejected,
+                quarantine: false,
+                reasons: reject,
+                sensitivity,
+            };
+        }
+        if !hold.is_empty() {
+            hold.extend(info);
+            return Screen {
+                decision: Decision::Candidate,
+                quarantine,
+                reasons: hold,
+                sensitivity,
+            };
+        }
+        Screen {
+            decision: Decision::Accepted,
+            quarantine: false,
+            reasons: info,
+            sensitivity,
+        }
+    }
+}
+
+/// Rule 1: the writer may write into the scope, and the class may live at its level.
+fn scope_rule(out: &mut Outcome, p: &Principal, class: MemoryClass, scope: &Scope) {
     if !p.can_write_into(scope) {
-        reject.push(Reason::new(
+        out.reject.push(Reason::new(
             ReasonCode::ScopeNotPermitted,
             format!("cannot write into scope {}", scope.key()),
         ));
     }
     if !class.allows_level(scope.level()) {
-        reject.push(Reason::new(
+        out.reject.push(Reason::new(
             ReasonCode::ClassScopeMismatch,
             format!(
                 "{} memory cannot live at {} scope",
@@ -93,15 +145,19 @@ pub fn screen_with_vectors(
             ),
         ));
     }
-    // Rule 2. Trust follows the writer's channel (`Principal::trust_ceiling`), so a declared
-    // source never raises it; these sources are refused outright to keys without the channel.
+}
+
+/// Rule 2. Trust follows the writer's channel (`Principal::trust_ceiling`), so a declared
+/// source never raises it; these sources are refused outright to keys without the channel.
+/// Inferences never become facts or procedures, nor external content procedures, unreviewed.
+fn source_rule(out: &mut Outcome, p: &Principal, class: MemoryClass, source: SourceKind) {
     let may_claim = match source {
         SourceKind::System => p.is_admin(),
         SourceKind::Import => p.is_admin() || p.roles.contains(&Role::Ingest),
         _ => true,
     };
     if !may_claim {
-        reject.push(Reason::new(
+        out.reject.push(Reason::new(
             ReasonCode::SourceNotPermitted,
             "source system is for admins, import for admins and ingest pipelines",
         ));
@@ -109,7 +165,7 @@ pub fn screen_with_vectors(
     if source == SourceKind::ModelInference
         && matches!(class, MemoryClass::Semantic | MemoryClass::Procedural)
     {
-        hold.push(Reason::new(
+        out.hold.push(Reason::new(
             ReasonCode::InferenceNotFact,
             "a model inference is held as a candidate, never stored as a fact or procedure",
         ));
@@ -117,82 +173,108 @@ pub fn screen_with_vectors(
     if class == MemoryClass::Procedural
         && matches!(source, SourceKind::ToolResult | SourceKind::Web)
     {
-        hold.push(Reason::new(
+        out.hold.push(Reason::new(
             ReasonCode::ExternalProcedure,
             "a procedure from external content needs review",
         ));
     }
-    // Rule 3.
-    let mut findings: Vec<FindingKind> = vec![];
-    let mut found_in: std::collections::BTreeMap<FindingKind, Vec<String>> = Default::default();
-    for (name, text) in fields {
-        for f in scan_sensitive(text) {
-            findings.push(f);
-            let at = found_in.entry(f).or_default();
-            if !at.iter().any(|n| n == name) {
-                at.push(name.to_string());
+}
+
+/// Every sensitive-data finding over the fields, with the fields that carry each kind.
+struct SensitiveFindings {
+    kinds: Vec<FindingKind>,
+    found_in: std::collections::BTreeMap<FindingKind, Vec<String>>,
+}
+
+impl SensitiveFindings {
+    fn scan(fields: &[(&str, &str)]) -> Self {
+        let mut kinds: Vec<FindingKind> = vec![];
+        let mut found_in: std::collections::BTreeMap<FindingKind, Vec<String>> = Default::default();
+        for (name, text) in fields {
+            for f in scan_sensitive(text) {
+                kinds.push(f);
+                let at = found_in.entry(f).or_default();
+                if !at.iter().any(|n| n == name) {
+                    at.push(name.to_string());
+                }
             }
         }
+        kinds.sort();
+        kinds.dedup();
+        SensitiveFindings { kinds, found_in }
     }
-    findings.sort();
-    findings.dedup();
-    let fields_of = |kinds: &[FindingKind]| {
-        let mut out: Vec<String> = kinds
+
+    fn of(&self, credential: bool) -> Vec<FindingKind> {
+        self.kinds
             .iter()
-            .flat_map(|k| found_in.get(k).cloned().unwrap_or_default())
-            .collect();
-        out.sort();
-        out.dedup();
-        out
-    };
-    let mut sensitivity = declared.unwrap_or(Sensitivity::Internal);
-    let credentials: Vec<FindingKind> = findings
-        .iter()
-        .copied()
-        .filter(|f| f.is_credential())
-        .collect();
-    let ceiling = sensitivity_ceiling(scope.level());
-    if !credentials.is_empty() {
-        let mut r = Reason::new(
-            ReasonCode::SecretDetected,
-            "credentials are never stored as memory",
-        );
-        r.kinds = credentials.iter().map(|k| k.as_str().to_string()).collect();
-        r.fields = fields_of(&credentials);
-        reject.push(r);
+            .copied()
+            .filter(|f| f.is_credential() == credential)
+            .collect()
     }
-    let pii: Vec<FindingKind> = findings
-        .iter()
-        .copied()
-        .filter(|f| !f.is_credential())
-        .collect();
+
+    /// A reason naming these kinds and the fields that carry them.
+    fn name(&self, mut r: Reason, kinds: &[FindingKind]) -> Reason {
+        let mut fields: Vec<String> = kinds
+            .iter()
+            .flat_map(|k| self.found_in.get(k).cloned().unwrap_or_default())
+            .collect();
+        fields.sort();
+        fields.dedup();
+        r.kinds = kinds.iter().map(|k| k.as_str().to_string()).collect();
+        r.fields = fields;
+        r
+    }
+}
+
+/// Rule 3: credentials are never memory; personal data above the scope's ceiling is refused,
+/// within it raises the record's sensitivity; a declared sensitivity stays within what the
+/// scope holds. Returns the record's sensitivity.
+fn sensitive_data_rule(
+    out: &mut Outcome,
+    scope: &Scope,
+    declared: Option<Sensitivity>,
+    fields: &[(&str, &str)],
+) -> Sensitivity {
+    let found = SensitiveFindings::scan(fields);
+    let mut sensitivity = declared.unwrap_or(Sensitivity::Internal);
+    let ceiling = sensitivity_ceiling(scope.level());
+    let credentials = found.of(true);
+    if !credentials.is_empty() {
+        out.reject.push(found.name(
+            Reason::new(
+                ReasonCode::SecretDetected,
+                "credentials are never stored as memory",
+            ),
+            &credentials,
+        ));
+    }
+    let pii = found.of(false);
     if let Some(max) = pii.iter().map(|k| k.sensitivity()).max() {
-        let mut r = if max > ceiling {
-            Reason::new(
-                ReasonCode::PiiAboveCeiling,
-                format!(
-                    "personal data of sensitivity {max:?} above the {} scope's ceiling {ceiling:?}",
-                    scope.level().as_str()
-                ),
-            )
-        } else {
-            Reason::new(
-                ReasonCode::PiiWithinCeiling,
-                "personal data within the scope's ceiling",
-            )
-        };
-        r.kinds = pii.iter().map(|k| k.as_str().to_string()).collect();
-        r.fields = fields_of(&pii);
         if max > ceiling {
-            reject.push(r);
+            out.reject.push(found.name(
+                Reason::new(
+                    ReasonCode::PiiAboveCeiling,
+                    format!(
+                        "personal data of sensitivity {max:?} above the {} scope's ceiling {ceiling:?}",
+                        scope.level().as_str()
+                    ),
+                ),
+                &pii,
+            ));
         } else {
             sensitivity = sensitivity.max(max);
-            info.push(r);
+            out.info.push(found.name(
+                Reason::new(
+                    ReasonCode::PiiWithinCeiling,
+                    "personal data within the scope's ceiling",
+                ),
+                &pii,
+            ));
         }
     }
     let declared_max = declared_ceiling(scope.level());
-    if declared.is_some_and(|d| d > declared_max) && !reject.iter().any(|r| r.rule == 3) {
-        reject.push(Reason::new(
+    if declared.is_some_and(|d| d > declared_max) && !out.reject.iter().any(|r| r.rule == 3) {
+        out.reject.push(Reason::new(
             ReasonCode::PiiAboveCeiling,
             format!(
                 "declared sensitivity {sensitivity:?} above what the {} scope holds ({declared_max:?})",
@@ -200,98 +282,106 @@ pub fn screen_with_vectors(
             ),
         ));
     }
-    // Rule 4: instruction-like text is data, not a standing order. An injection is rejected
-    // from every source but an admin's system source. Any steering from outside (tools,
-    // documents, the web, imports, inferences) is quarantined for review. A user may state
-    // their own preferences ("from now on answer in French"), but steering aimed at
-    // approvals, safety, verification, other users or the agent's rules is held even then.
-    // Each field is judged on its own; the strongest verdict decides, and its reason names
-    // the fields that carry it and the detector's signals.
-    let mut verdict = Verdict::None;
-    let mut hostile = false;
-    let mut v_fields: Vec<String> = vec![];
-    let mut signals: Vec<String> = vec![];
-    for (i, (name, text)) in fields.iter().enumerate() {
-        let d = detect_instruction_with(text, vectors.get(i).and_then(|v| v.as_deref()));
-        let rank = |v: Verdict| match v {
+    sensitivity
+}
+
+/// The strongest instruction verdict over the fields, with the fields that carry it and the
+/// detector's signals.
+struct InstructionFinding {
+    verdict: Verdict,
+    hostile: bool,
+    fields: Vec<String>,
+    signals: Vec<String>,
+}
+
+impl InstructionFinding {
+    fn of(verdict: Verdict) -> Self {
+        InstructionFinding {
+            verdict,
+            hostile: false,
+            fields: vec![],
+            signals: vec![],
+        }
+    }
+
+    fn rank(v: Verdict) -> u8 {
+        match v {
             Verdict::None => 0,
             Verdict::Steering => 1,
             Verdict::Injection => 2,
-        };
-        if rank(d.verdict) == 0 {
-            continue;
         }
-        if rank(d.verdict) > rank(verdict) {
-            verdict = d.verdict;
-            hostile = false;
-            v_fields.clear();
-            signals.clear();
-        }
-        if d.verdict == verdict {
-            hostile |= d.hostile;
-            if !v_fields.iter().any(|f| f == name) {
-                v_fields.push(name.to_string());
+    }
+
+    /// Each field is judged on its own; the strongest verdict decides.
+    fn judge(fields: &[(&str, &str)], vectors: &[Option<Vec<f32>>]) -> Self {
+        let mut found = InstructionFinding::of(Verdict::None);
+        for (i, (name, text)) in fields.iter().enumerate() {
+            let d = detect_instruction_with(text, vectors.get(i).and_then(|v| v.as_deref()));
+            let rank = Self::rank(d.verdict);
+            if rank == 0 {
+                continue;
             }
-            for s in d.signal_names() {
-                if !signals.iter().any(|x| x == s) {
-                    signals.push(s.to_string());
+            if rank > Self::rank(found.verdict) {
+                found = InstructionFinding::of(d.verdict);
+            }
+            if d.verdict == found.verdict {
+                found.hostile |= d.hostile;
+                if !found.fields.iter().any(|f| f == name) {
+                    found.fields.push(name.to_string());
+                }
+                for s in d.signal_names() {
+                    if !found.signals.iter().any(|x| x == s) {
+                        found.signals.push(s.to_string());
+                    }
                 }
             }
         }
+        found
     }
-    let with_signals = |mut r: Reason| {
-        r.kinds = signals.clone();
-        r.fields = v_fields.clone();
+
+    fn name(&self, mut r: Reason) -> Reason {
+        r.kinds = self.signals.clone();
+        r.fields = self.fields.clone();
         r
-    };
+    }
+}
+
+/// Rule 4: instruction-like text is data, not a standing order. An injection is rejected
+/// from every source but an admin's system source. Any steering from outside (tools,
+/// documents, the web, imports, inferences) is quarantined for review. A user may state
+/// their own preferences ("from now on answer in French"), but steering aimed at
+/// approvals, safety, verification, other users or the agent's rules is held even then.
+fn instruction_rule(
+    out: &mut Outcome,
+    source: SourceKind,
+    fields: &[(&str, &str)],
+    vectors: &[Option<Vec<f32>>],
+) {
+    let found = InstructionFinding::judge(fields, vectors);
     let from_outside = source.is_external() || source == SourceKind::ModelInference;
     let admin_source = source == SourceKind::System;
-    match verdict {
+    match found.verdict {
         Verdict::Injection if !admin_source => {
-            reject.push(with_signals(Reason::new(
+            out.reject.push(found.name(Reason::new(
                 ReasonCode::PromptInjection,
                 "text tries to override the agent's instructions",
             )));
         }
         Verdict::Steering if from_outside => {
-            quarantine = true;
-            hold.push(with_signals(Reason::new(
+            out.quarantine = true;
+            out.hold.push(found.name(Reason::new(
                 ReasonCode::InstructionLike,
                 "instruction-like text from an external source is quarantined for review",
             )));
         }
-        Verdict::Steering if hostile && !admin_source => {
-            quarantine = true;
-            hold.push(with_signals(Reason::new(
+        Verdict::Steering if found.hostile && !admin_source => {
+            out.quarantine = true;
+            out.hold.push(found.name(Reason::new(
                 ReasonCode::SteersControls,
                 "steering aimed at approvals, safety, verification, other users or the agent's rules is held for review",
             )));
         }
         _ => {}
-    }
-    if !reject.is_empty() {
-        reject.extend(hold);
-        return Screen {
-            decision: Decision::Rejected,
-            quarantine: false,
-            reasons: reject,
-            sensitivity,
-        };
-    }
-    if !hold.is_empty() {
-        hold.extend(info);
-        return Screen {
-            decision: Decision::Candidate,
-            quarantine,
-            reasons: hold,
-            sensitivity,
-        };
-    }
-    Screen {
-        decision: Decision::Accepted,
-        quarantine: false,
-        reasons: info,
-        sensitivity,
     }
 }
 
