@@ -17,7 +17,7 @@ pub mod service;
 pub mod temporal;
 pub mod weights;
 
-use registry_core::{CoreError, FieldError};
+use registry_core::{CoreError, FieldError, FieldReason};
 
 pub use reason::{Decision, Reason, ReasonCode};
 pub use record::{Layer, MemoryBody, MemoryClass, MemoryStats, MemoryView, WriteRequest};
@@ -87,7 +87,7 @@ impl Error {
             Error::Rejected(reasons) => json!({ "decision": "rejected", "reasons": reasons }),
             Error::IdempotencyKeyReused => json!({ "header": "Idempotency-Key" }),
             Error::TooLarge { field, len, limit } => FieldError::new(*field)
-                .reason("too_large")
+                .reason(FieldReason::TooLarge)
                 .len(*len)
                 .limit(*limit)
                 .into(),
@@ -95,7 +95,9 @@ impl Error {
                 json!({ "reasons": reasons })
             }
             Error::Forbidden { .. } | Error::NotFound(_) => serde_json::Value::Null,
-            Error::Invalid { field, .. } => FieldError::new(field).reason("invalid").into(),
+            Error::Invalid { field, .. } => {
+                FieldError::new(field).reason(FieldReason::Invalid).into()
+            }
             Error::Transition {
                 from,
                 action,

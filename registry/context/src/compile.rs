@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use registry_core::principal::Principal;
 use registry_core::store::StoredManifest;
-use registry_core::{ErrorCode, FieldError};
+use registry_core::{ErrorCode, FieldError, FieldReason};
 use registry_knowledge::Freshness;
 use registry_memory::record::{Layer as MemLayer, LevelName, MemoryClass};
 use registry_memory::search::{MemoryHit, SearchRequest as MemSearch, scope_level_of_key};
@@ -597,7 +597,8 @@ fn memory_candidate(
 
 fn validate(req: &PackRequest) -> Result<()> {
     let bad = |field: &str, msg: String| {
-        Err(Error::validation(msg).with_details(FieldError::new(field).reason("invalid")))
+        Err(Error::validation(msg)
+            .with_details(FieldError::new(field).reason(FieldReason::Invalid)))
     };
     let too_large = |field: &str, len: usize, limit: usize| -> Result<()> {
         if len > limit {
@@ -607,7 +608,7 @@ fn validate(req: &PackRequest) -> Result<()> {
             )
             .with_details(
                 FieldError::new(field)
-                    .reason("too_large")
+                    .reason(FieldReason::TooLarge)
                     .len(len)
                     .limit(limit),
             ));
@@ -633,7 +634,7 @@ fn validate(req: &PackRequest) -> Result<()> {
         ))
         .with_details(
             FieldError::new("fixed_rules")
-                .reason("too_many")
+                .reason(FieldReason::TooMany)
                 .len(req.fixed_rules.len())
                 .limit(MAX_FIXED_RULES),
         ));

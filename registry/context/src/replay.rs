@@ -112,7 +112,7 @@ pub fn replay(state: &ContextService, p: &Principal, id: &str) -> Result<Replay>
                  cannot be replayed"
             ),
         )
-        .with_details(serde_json::json!({ "manifest_id": id, "reason": "no_stored_request" })));
+        .with_details(serde_json::json!({ "manifest_id": id, "reason": registry_core::FieldReason::NoStoredRequest })));
     };
     let mut req: PackRequest = serde_json::from_value(request).map_err(Error::internal)?;
     // As it is now: validity and freshness are judged at the time of the replay.

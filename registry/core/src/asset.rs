@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::acl::Acl;
-use crate::error::{CoreError, CoreResult, FieldError};
+use crate::error::{CoreError, CoreResult, FieldError, FieldReason};
 use crate::scope::Scope;
 
 /// Stable asset id: a UUIDv7 string, never reused.
@@ -333,7 +333,7 @@ pub fn validate_purposes(purposes: &[String]) -> CoreResult<()> {
     if purposes.len() > MAX_PURPOSES || !purposes.iter().all(ok) {
         return Err(CoreError::validation_with(
             format!("purposes: at most {MAX_PURPOSES} names of 1-64 chars of [a-z0-9_.-]"),
-            FieldError::new("purposes").reason("invalid"),
+            FieldError::new("purposes").reason(FieldReason::Invalid),
         ));
     }
     Ok(())

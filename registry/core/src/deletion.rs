@@ -24,7 +24,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::asset::{AssetId, AssetKind, AssetRecord};
-use crate::error::{CoreError, CoreResult, FieldError};
+use crate::error::{CoreError, CoreResult, FieldError, FieldReason};
 
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
@@ -148,7 +148,7 @@ pub fn check_reason(reason: Option<String>) -> CoreResult<Option<String>> {
         Some(r) if r.chars().count() > MAX_REASON_CHARS || r.chars().any(char::is_control) => {
             Err(CoreError::validation_with(
                 format!("reason must be at most {MAX_REASON_CHARS} characters on one line"),
-                FieldError::new("reason").reason("invalid"),
+                FieldError::new("reason").reason(FieldReason::Invalid),
             ))
         }
         other => Ok(other),

@@ -89,6 +89,83 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// Why a field (or a request) was refused: the stable snake_case code an error's
+/// `details.reason` carries. Every code the server answers is a variant here, so a client can
+/// match them all and a new one is a reviewed change of this list.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize, strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum FieldReason {
+    /// Of the right type but not of the allowed form.
+    Invalid,
+    /// The body is not JSON at all.
+    InvalidJson,
+    /// A JSON value of another type than the field's.
+    InvalidType,
+    /// A value outside the field's enumeration or rules.
+    InvalidValue,
+    /// Too many or too few items or characters.
+    InvalidLength,
+    /// A required field is absent.
+    Missing,
+    /// A text field that must say something is blank.
+    Empty,
+    /// A field the body does not have.
+    UnknownField,
+    /// A variant the enumeration does not have.
+    UnknownVariant,
+    /// Names something that does not exist (a declared test, a parameter).
+    Unknown,
+    /// Over a documented size in bytes.
+    TooLarge,
+    /// Over a documented count.
+    TooMany,
+    /// Over a documented limit (with `limit`).
+    Limit,
+    /// A quota of the tenant or key is used up.
+    LimitExceeded,
+    /// A number outside its range.
+    OutOfRange,
+    /// Holds a credential, which is never stored.
+    Secret,
+    /// Holds a NUL character, which no text column keeps.
+    NulCharacter,
+    /// A digest that does not match the content.
+    DigestMismatch,
+    /// A run id already used for other results.
+    RunIdReused,
+    /// A webhook host that does not resolve.
+    Unresolvable,
+    /// A webhook host on an address webhooks may not reach.
+    ForbiddenTarget,
+    /// A name and version a release already holds.
+    VersionHeldByRelease,
+    /// A memory that is not procedural (a skill draft is made from procedures).
+    NotProcedural,
+    /// A memory not yet confirmed by use.
+    NotConfirmed,
+    /// A memory with harmful feedback.
+    HarmfulFeedback,
+    /// A memory in a private scope.
+    PrivateScope,
+    /// A memory restricted to a purpose.
+    PurposeRestricted,
+    /// A memory above the sensitivity a skill may carry.
+    Sensitivity,
+    /// Memories from more than one project.
+    MixedProjects,
+    /// A manifest kept without its request, which cannot be replayed.
+    NoStoredRequest,
+}
+
+impl FieldReason {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// What was wrong with one field of a request: the `details` of a validation error, one shape
 /// at every door (HTTP, MCP, console).
 ///
@@ -98,9 +175,9 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldError {
     pub field: String,
-    /// A stable snake_case code: `invalid`, `invalid_type`, `missing`, `too_large`, `limit`, …
+    /// Why, as a stable code (see [`FieldReason`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<FieldReason>,
     /// Where the field is when not in the body: `query` or `path`.
     #[serde(rename = "in", skip_serializing_if = "Option::is_none")]
     pub location: Option<&'static str>,
@@ -127,8 +204,8 @@ impl FieldError {
         }
     }
 
-    pub fn reason(mut self, r: impl Into<String>) -> Self {
-        self.reason = Some(r.into());
+    pub fn reason(mut self, r: FieldReason) -> Self {
+        self.reason = Some(r);
         self
     }
 
@@ -283,13 +360,18 @@ mod tests {
             json!({"field": "query"})
         );
         assert_eq!(
-            Value::from(FieldError::new("note").reason("too_large").len(9).limit(8)),
+            Value::from(
+                FieldError::new("note")
+                    .reason(FieldReason::TooLarge)
+                    .len(9)
+                    .limit(8)
+            ),
             json!({"field": "note", "reason": "too_large", "len": 9, "limit": 8})
         );
         assert_eq!(
             Value::from(
                 FieldError::new("after")
-                    .reason("invalid")
+                    .reason(FieldReason::Invalid)
                     .located_in("query")
             ),
             json!({"field": "after", "reason": "invalid", "in": "query"})

@@ -29,7 +29,7 @@ pub use asset::{
 };
 pub use audit::{AuditAction, AuditDraft, AuditEvent};
 pub use derivation::{ChildStore, DerivationEdge, Relation};
-pub use error::{CoreError, CoreResult, ErrorCode, FieldError};
+pub use error::{CoreError, CoreResult, ErrorCode, FieldError, FieldReason};
 pub use principal::{Principal, Role};
 pub use scope::{Scope, ScopeLevel};
 

@@ -1,6 +1,6 @@
 //! What the wire contract says about free text, shared by every crate that checks a field.
 
-use crate::error::{CoreError, CoreResult, FieldError};
+use crate::error::{CoreError, CoreResult, FieldError, FieldReason};
 
 /// The JSON Schema pattern of a text that must not be blank: it holds one character that is
 /// not white space.
@@ -9,6 +9,13 @@ pub const NOT_BLANK: &str = r"\S";
 /// The JSON Schema pattern of a one-line name: not blank and without control characters
 /// (Unicode `Cc`: U+0000–U+001F and U+007F–U+009F).
 pub const LINE: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f][^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// The JSON Schema pattern of a text kept in a text column: no NUL character (PostgreSQL cannot
+/// store one, so no backend does; see [`refuse_nul`]).
+pub const NO_NUL: &str = "^[^\\u0000]*$";
+
+/// [`NOT_BLANK`] and [`NO_NUL`] together: one character that is not white space, and no NUL.
+pub const NOT_BLANK_NO_NUL: &str = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$";
 
 /// A text is blank when it holds nothing but white space as JSON Schema patterns read `\s`
 /// (ECMA-262: tab, line feed, vertical tab, form feed, carriage return, space, U+00A0, U+1680,
@@ -117,7 +124,7 @@ pub fn refuse_nul<'a>(
         if value.is_some_and(|v| v.contains('\0')) {
             return Err(CoreError::validation_with(
                 format!("{field} holds a NUL character"),
-                FieldError::new(field).reason("nul_character"),
+                FieldError::new(field).reason(FieldReason::NulCharacter),
             ));
         }
     }

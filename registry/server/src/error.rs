@@ -91,7 +91,10 @@ fn field_reason(code: ErrorCode, mut details: serde_json::Value) -> serde_json::
         && m.contains_key("field")
         && !m.contains_key("reason")
     {
-        m.insert("reason".into(), "invalid".into());
+        m.insert(
+            "reason".into(),
+            registry_core::FieldReason::Invalid.as_str().into(),
+        );
     }
     details
 }

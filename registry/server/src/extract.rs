@@ -7,7 +7,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use registry_core::principal::Principal;
-use registry_core::{ErrorCode, FieldError};
+use registry_core::{ErrorCode, FieldError, FieldReason};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -68,7 +68,7 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         && serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
     {
         return Err(ApiError::validation("the body must be a JSON object")
-            .with_details(FieldError::new("body").reason("invalid_type")));
+            .with_details(FieldError::new("body").reason(FieldReason::InvalidType)));
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     match serde_path_to_error::deserialize(&mut *de) {
@@ -127,7 +127,7 @@ fn body_error(err: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
                 path
             };
             return ApiError::validation(format!("invalid body at {field}: {inner}"))
-                .with_details(FieldError::new(field).reason("invalid_type"));
+                .with_details(FieldError::new(field).reason(FieldReason::InvalidType));
         }
         let text = inner.to_string();
         let (field, reason) = field_and_reason(&path, &text);
@@ -143,14 +143,14 @@ fn body_error(err: serde_path_to_error::Error<serde_json::Error>, bytes: &[u8]) 
 
 fn not_json(e: &serde_json::Error) -> ApiError {
     ApiError::new(ErrorCode::BadRequest, format!("the body is not JSON: {e}")).with_details(
-        serde_json::json!({ "reason": "invalid_json", "line": e.line(), "column": e.column() }),
+        serde_json::json!({ "reason": FieldReason::InvalidJson, "line": e.line(), "column": e.column() }),
     )
 }
 
 /// The field a serde data error is about, and a stable word for why. serde reports a missing
 /// field at its parent, naming the field in backquotes, and the path is then completed; an
 /// unknown field's path already ends with it.
-fn field_and_reason(path: &str, text: &str) -> (String, &'static str) {
+fn field_and_reason(path: &str, text: &str) -> (String, FieldReason) {
     let path = if path == "." { "" } else { path };
     let named = || text.split('`').nth(1).unwrap_or("").to_string();
     let join = |name: String| match (path, name.as_str()) {
@@ -160,19 +160,19 @@ fn field_and_reason(path: &str, text: &str) -> (String, &'static str) {
         (p, n) => format!("{p}.{n}"),
     };
     if text.starts_with("missing field") {
-        (join(named()), "missing")
+        (join(named()), FieldReason::Missing)
     } else if text.starts_with("unknown field") {
-        (join(named()), "unknown_field")
+        (join(named()), FieldReason::UnknownField)
     } else if text.starts_with("unknown variant") {
-        (path.to_string(), "unknown_variant")
+        (path.to_string(), FieldReason::UnknownVariant)
     } else if text.starts_with("invalid type") {
-        (path.to_string(), "invalid_type")
+        (path.to_string(), FieldReason::InvalidType)
     } else if text.starts_with("invalid length") {
-        (path.to_string(), "invalid_length")
+        (path.to_string(), FieldReason::InvalidLength)
     } else if text.starts_with("invalid value") {
-        (path.to_string(), "invalid_value")
+        (path.to_string(), FieldReason::InvalidValue)
     } else {
-        (path.to_string(), "invalid")
+        (path.to_string(), FieldReason::Invalid)
     }
 }
 
@@ -207,8 +207,11 @@ fn query_rejection(rej: QueryRejection) -> ApiError {
         .filter(|f| f.len() <= 64)
         .unwrap_or("query")
         .to_string();
-    ApiError::validation(format!("invalid query string: {text}"))
-        .with_details(FieldError::new(field).reason("invalid").located_in("query"))
+    ApiError::validation(format!("invalid query string: {text}")).with_details(
+        FieldError::new(field)
+            .reason(FieldReason::Invalid)
+            .located_in("query"),
+    )
 }
 
 /// `Path<T>` whose rejections answer with the error envelope.
@@ -227,8 +230,11 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 }
 
 fn path_rejection(rej: PathRejection) -> ApiError {
-    ApiError::validation(format!("invalid path: {}", rej.body_text()))
-        .with_details(FieldError::new("path").reason("invalid").located_in("path"))
+    ApiError::validation(format!("invalid path: {}", rej.body_text())).with_details(
+        FieldError::new("path")
+            .reason(FieldReason::Invalid)
+            .located_in("path"),
+    )
 }
 
 /// The caller, authenticated by `Authorization: Bearer <key>`. Optional context headers
@@ -339,7 +345,7 @@ pub fn positive(
 ) -> Result<usize, ApiError> {
     if value == Some(0) {
         return Err(ApiError::validation(format!("{field} must be at least 1"))
-            .with_details(FieldError::new(field).reason("invalid_value")));
+            .with_details(FieldError::new(field).reason(FieldReason::InvalidValue)));
     }
     bounded(field, value, default, max)
 }
@@ -354,7 +360,7 @@ pub fn seq(field: &str, value: Option<u64>) -> Result<Option<u64>, ApiError> {
         Some(v) if v > MAX_SEQ => Err(ApiError::validation(format!(
             "{field} must be at most {MAX_SEQ}"
         ))
-        .with_details(FieldError::new(field).reason("invalid_value"))),
+        .with_details(FieldError::new(field).reason(FieldReason::InvalidValue))),
         v => Ok(v),
     }
 }
@@ -370,7 +376,7 @@ pub fn bounded(
         Some(v) if v > max as u64 => Err(ApiError::validation(format!(
             "{field} must be at most {max}"
         ))
-        .with_details(FieldError::new(field).reason("invalid_value"))),
+        .with_details(FieldError::new(field).reason(FieldReason::InvalidValue))),
         Some(v) => Ok((v as usize).max(1)),
     }
 }

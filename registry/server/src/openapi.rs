@@ -4,8 +4,8 @@
 //! Two generators meet here. utoipa reads the route annotations and the server's own types;
 //! the bodies owned by the domains (memory, knowledge, context, core) derive `JsonSchema`
 //! (schemars), the same derive that gives the MCP tools their schemas. Each such body is named
-//! in [`wire_bodies`]: its utoipa placeholder component becomes a `$ref` to the schema of the
-//! type that serde really reads or writes, and every schema that type uses lands in
+//! once, with that type, in its module's `wire_bodies!` ([`crate::bodies`]); its utoipa
+//! component (an empty placeholder) becomes a `$ref` to the schema of the type, and every schema that type uses lands in
 //! `components/schemas` under its own name. Requests are described as serde deserializes them
 //! (a defaulted field is optional), answers as serde serializes them (a skipped field is
 //! optional).
@@ -47,8 +47,8 @@ const COMPONENTS: &str = "/components/schemas";
 pub struct WireBodies {
     requests: SchemaGenerator,
     answers: SchemaGenerator,
-    /// Placeholder name, schema, and whether it is an answer.
-    named: Vec<(&'static str, Value, bool)>,
+    /// The body's component name, its schema, and whether it is an answer.
+    named: Vec<(String, Value, bool)>,
 }
 
 fn generator(contract: Contract) -> SchemaGenerator {
@@ -70,74 +70,34 @@ impl WireBodies {
         }
     }
 
-    /// `placeholder` is a request body read as `T`.
-    pub fn request<T: JsonSchema>(&mut self, placeholder: &'static str) -> &mut Self {
+    /// The body named `name` is a request read as `T`.
+    pub fn request<T: JsonSchema>(&mut self, name: impl Into<String>) -> &mut Self {
         let s = self.requests.subschema_for::<T>().to_value();
-        self.named.push((placeholder, s, false));
+        self.named.push((name.into(), s, false));
         self
     }
 
-    /// `placeholder` is an answer written from `T`.
-    pub fn answer<T: JsonSchema>(&mut self, placeholder: &'static str) -> &mut Self {
+    /// The body named `name` is an answer written from `T`.
+    pub fn answer<T: JsonSchema>(&mut self, name: impl Into<String>) -> &mut Self {
         let s = self.answers.subschema_for::<T>().to_value();
-        self.named.push((placeholder, s, true));
+        self.named.push((name.into(), s, true));
         self
     }
 }
 
-/// Every body whose schema comes from a domain type.
+/// Every body whose schema comes from a domain type, as each module declares them.
 fn wire_bodies() -> WireBodies {
-    use crate::routes::{deletion, feed, memory};
+    use crate::routes::{context, deletion, feed, knowledge, memory, skills, system, tasks};
     let mut w = WireBodies::new();
-    w.request::<registry_memory::WriteRequest>("WriteBody")
-        .answer::<registry_memory::service::WriteOutcome>("WriteAnswer")
-        .answer::<memory::BatchAnswer>("BatchAnswer")
-        .request::<registry_memory::search::SearchRequest>("SearchBody")
-        .answer::<registry_memory::search::SearchResponse>("SearchAnswer")
-        .answer::<registry_memory::service::MemoryDetail>("MemoryDetailView")
-        .answer::<memory::MemoryItem>("MemoryItem")
-        .answer::<registry_memory::MemoryView>("MemoryView")
-        .request::<registry_memory::service::FeedbackRequest>("FeedbackBody")
-        .answer::<registry_core::usage::UsageStats>("StatsView")
-        .request::<registry_knowledge::IngestRequest>("IngestBody")
-        .request::<registry_knowledge::SearchRequest>("KnowledgeSearchBody")
-        .answer::<registry_knowledge::service::IngestOutcome>("IngestAnswer")
-        .answer::<registry_knowledge::service::DocumentView>("DocumentAnswer")
-        .answer::<registry_knowledge::service::DocumentSummary>("DocumentSummary")
-        .answer::<registry_knowledge::SearchAnswer>("SearchAnswerDoc")
-        .request::<registry_context::PackRequest>("PackBody")
-        .answer::<registry_context::Pack>("PackAnswer")
-        .answer::<registry_context::Manifest>("ManifestAnswer")
-        .answer::<registry_context::Comparison>("ComparisonAnswer")
-        .answer::<registry_context::Replay>("ReplayAnswer")
-        .answer::<registry_services::Impact>("ImpactAnswer")
-        .answer::<registry_core::deletion::Receipt>("Receipt")
-        .answer::<deletion::ErasureAnswer>("ErasureAnswer")
-        .answer::<registry_core::asset::AssetMeta>("AssetMeta")
-        .answer::<registry_core::audit::AuditEvent>("AuditEvent")
-        .answer::<skills_sdk::ScanReport>("ScanReport")
-        .answer::<feed::FeedEventBody>("FeedEventBody")
-        .answer::<feed::FeedSseEvent>("FeedSseEvent")
-        .request::<feed::WebhookCreate>("WebhookCreate")
-        .answer::<feed::WebhookView>("WebhookView")
-        .answer::<feed::WebhookCreated>("WebhookCreated")
-        .answer::<feed::WebhookList>("WebhookList")
-        .answer::<feed::DeliveryList>("DeliveryList")
-        .request::<registry_tasks::CreateTask>("CreateTaskBody")
-        .request::<registry_tasks::UpdateTask>("UpdateTaskBody")
-        .answer::<registry_tasks::TaskView>("TaskAnswer")
-        .answer::<registry_tasks::TaskList>("TaskListAnswer")
-        .request::<registry_tasks::AppendEvents>("AppendBody")
-        .answer::<registry_tasks::AppendOutcome>("AppendAnswer")
-        .answer::<registry_tasks::EventPage>("EventPageAnswer")
-        .answer::<registry_tasks::ArtifactView>("ArtifactAnswer")
-        .answer::<registry_tasks::ArtifactList>("ArtifactListAnswer")
-        .request::<registry_tasks::SummaryRequest>("SummaryBody")
-        .request::<registry_tasks::CheckpointRequest>("CheckpointBody")
-        .answer::<registry_core::task::TaskMark>("MarkAnswer")
-        .answer::<registry_tasks::MarkList>("MarkListAnswer")
-        .request::<registry_tasks::ContinuationRequest>("ContinuationBody")
-        .answer::<registry_tasks::Continuation>("ContinuationAnswer");
+    crate::bodies::shared::wire_bodies(&mut w);
+    system::wire_bodies(&mut w);
+    memory::wire_bodies(&mut w);
+    knowledge::wire_bodies(&mut w);
+    skills::wire_bodies(&mut w);
+    deletion::wire_bodies(&mut w);
+    feed::wire_bodies(&mut w);
+    context::wire_bodies(&mut w);
+    tasks::wire_bodies(&mut w);
     w
 }
 
@@ -151,10 +111,10 @@ fn merge_wire_bodies(doc: &mut Value, mut w: WireBodies) {
         .and_then(Value::as_object_mut)
         .expect("the document has components");
     // Names utoipa produced itself: a domain schema may replace only a placeholder.
-    let placeholders: Vec<&str> = w.named.iter().map(|(n, _, _)| *n).collect();
+    let placeholders: Vec<String> = w.named.iter().map(|(n, _, _)| n.clone()).collect();
     let utoipa_names: Vec<String> = schemas
         .keys()
-        .filter(|k| !placeholders.contains(&k.as_str()))
+        .filter(|k| !placeholders.contains(k))
         .cloned()
         .collect();
     // An answer schema that differs from the request schema of the same name is renamed
@@ -188,10 +148,7 @@ fn merge_wire_bodies(doc: &mut Value, mut w: WireBodies) {
             "schema name {name} is claimed by a route type and a domain type"
         );
         // A placeholder's own schema is replaced; any other earlier claim must agree.
-        if let Some(old) = schemas
-            .get(&name)
-            .filter(|_| !placeholders.contains(&name.as_str()))
-        {
+        if let Some(old) = schemas.get(&name).filter(|_| !placeholders.contains(&name)) {
             assert_eq!(old, &schema, "two domain types are both named {name}");
         }
         schemas.insert(name, schema);
@@ -202,7 +159,7 @@ fn merge_wire_bodies(doc: &mut Value, mut w: WireBodies) {
         if schema.get("$ref").and_then(Value::as_str) == Some(self_ref.as_str()) {
             continue;
         }
-        schemas.insert(name.to_string(), schema);
+        schemas.insert(name, schema);
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use registry_core::feed::{Delivery, DeliveryStatus, FeedEvent, sign_body, webhook_secret};
-use registry_core::{CoreError, FieldError};
+use registry_core::{CoreError, FieldError, FieldReason};
 use registry_services::feed::{self as feed, RetryPolicy};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -67,7 +67,7 @@ fn forbidden_v6(ip: Ipv6Addr) -> bool {
         || (s[0] & 0xffc0) == 0xfec0
 }
 
-fn bad_url(reason: &str, message: impl Into<String>) -> CoreError {
+fn bad_url(reason: FieldReason, message: impl Into<String>) -> CoreError {
     CoreError::validation_with(message, FieldError::new("url").reason(reason))
 }
 
@@ -75,19 +75,25 @@ fn bad_url(reason: &str, message: impl Into<String>) -> CoreError {
 pub fn parse_target(url: &str) -> Result<reqwest::Url, CoreError> {
     if url.chars().count() > MAX_URL_CHARS {
         return Err(bad_url(
-            "invalid_length",
+            FieldReason::InvalidLength,
             format!("a webhook URL has at most {MAX_URL_CHARS} characters"),
         ));
     }
-    let u = reqwest::Url::parse(url).map_err(|_| bad_url("invalid", "not a URL"))?;
+    let u = reqwest::Url::parse(url).map_err(|_| bad_url(FieldReason::Invalid, "not a URL"))?;
     if !matches!(u.scheme(), "http" | "https") {
-        return Err(bad_url("invalid", "a webhook URL is http or https"));
+        return Err(bad_url(
+            FieldReason::Invalid,
+            "a webhook URL is http or https",
+        ));
     }
     if !u.username().is_empty() || u.password().is_some() {
-        return Err(bad_url("invalid", "a webhook URL carries no credentials"));
+        return Err(bad_url(
+            FieldReason::Invalid,
+            "a webhook URL carries no credentials",
+        ));
     }
     if u.host_str().is_none_or(str::is_empty) {
-        return Err(bad_url("invalid", "a webhook URL names a host"));
+        return Err(bad_url(FieldReason::Invalid, "a webhook URL names a host"));
     }
     Ok(u)
 }
@@ -108,16 +114,29 @@ pub async fn resolve_target(
         Ok(ip) => vec![SocketAddr::new(ip, port)],
         Err(_) => tokio::time::timeout(timeout, tokio::net::lookup_host((host.as_str(), port)))
             .await
-            .map_err(|_| bad_url("unresolvable", "the webhook host did not resolve in time"))?
-            .map_err(|_| bad_url("unresolvable", "the webhook host does not resolve"))?
+            .map_err(|_| {
+                bad_url(
+                    FieldReason::Unresolvable,
+                    "the webhook host did not resolve in time",
+                )
+            })?
+            .map_err(|_| {
+                bad_url(
+                    FieldReason::Unresolvable,
+                    "the webhook host does not resolve",
+                )
+            })?
             .collect(),
     };
     if addrs.is_empty() {
-        return Err(bad_url("unresolvable", "the webhook host does not resolve"));
+        return Err(bad_url(
+            FieldReason::Unresolvable,
+            "the webhook host does not resolve",
+        ));
     }
     if !allow_private && addrs.iter().any(|a| forbidden_ip(a.ip())) {
         return Err(bad_url(
-            "forbidden_target",
+            FieldReason::ForbiddenTarget,
             "the webhook host resolves to a loopback, private, link-local or multicast \
              address (the operator may allow them with webhooks.allow_private_targets)",
         ));

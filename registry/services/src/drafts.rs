@@ -13,7 +13,7 @@ use registry_context::{Error, Result};
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetStatus, Sensitivity};
 use registry_core::principal::Principal;
-use registry_core::{ErrorCode, FieldError, Scope};
+use registry_core::{ErrorCode, FieldError, FieldReason, Scope};
 use registry_memory::record::{MemoryBody, MemoryClass};
 use registry_skills::drafts::{DraftEvidence, DraftFromMemoryRequest, ProcedureSource};
 use registry_skills::{Loaded, drafts};
@@ -46,7 +46,7 @@ pub struct DraftFromMemory {
     pub evidence: Vec<DraftEvidence>,
 }
 
-fn not_eligible(i: usize, id: &str, reason: &str, why: String) -> Error {
+fn not_eligible(i: usize, id: &str, reason: FieldReason, why: String) -> Error {
     Error::new(ErrorCode::MemoryNotEligible, format!("memory {id}: {why}")).with_details(
         FieldError::new(format!("memory_ids[{i}]"))
             .reason(reason)
@@ -55,7 +55,7 @@ fn not_eligible(i: usize, id: &str, reason: &str, why: String) -> Error {
 }
 
 fn invalid(field: &str, why: impl Into<String>) -> Error {
-    Error::validation(why).with_details(FieldError::new(field).reason("invalid"))
+    Error::validation(why).with_details(FieldError::new(field).reason(FieldReason::Invalid))
 }
 
 impl Services {
@@ -87,7 +87,7 @@ impl Services {
                     return Err(not_eligible(
                         i,
                         id,
-                        "mixed_projects",
+                        FieldReason::MixedProjects,
                         "the memories belong to two projects; one draft lives in one".into(),
                     ));
                 }
@@ -132,7 +132,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "not_procedural",
+                FieldReason::NotProcedural,
                 format!(
                     "a {} memory; only procedures become skills",
                     body.class.as_str()
@@ -143,7 +143,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "not_confirmed",
+                FieldReason::NotConfirmed,
                 format!("{} (not served)", rec.meta.status.as_str()),
             ));
         }
@@ -157,7 +157,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "harmful_feedback",
+                FieldReason::HarmfulFeedback,
                 format!("{} harmful vote(s)", stats.harmful),
             ));
         }
@@ -166,7 +166,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "not_confirmed",
+                FieldReason::NotConfirmed,
                 format!(
                     "neither confirmed by a reviewer nor voted helpful by {min} principals ({} so far)",
                     stats.helpful
@@ -177,7 +177,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "sensitivity",
+                FieldReason::Sensitivity,
                 "above internal; a draft is readable across its scope".into(),
             ));
         }
@@ -185,7 +185,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "private_scope",
+                FieldReason::PrivateScope,
                 "another user's own memory; only they may make it a skill".into(),
             ));
         }
@@ -193,7 +193,7 @@ impl Services {
             return Err(not_eligible(
                 i,
                 id,
-                "purpose_restricted",
+                FieldReason::PurposeRestricted,
                 "served only for some purposes; a draft is readable for any".into(),
             ));
         }

@@ -15,7 +15,7 @@ use registry_core::feed::{
 };
 use registry_core::principal::Principal;
 use registry_core::store::Store;
-use registry_core::{AssetKind, CoreError, CoreResult, FieldError, Scope};
+use registry_core::{AssetKind, CoreError, CoreResult, FieldError, FieldReason, Scope};
 
 /// Audit events one page of the feed examines at most, and how long it may take: a reader's
 /// cost per request is bounded whatever the log holds.
@@ -167,7 +167,7 @@ pub fn webhook_events(mut events: Vec<FeedKind>) -> CoreResult<Vec<FeedKind>> {
     if events.is_empty() {
         return Err(CoreError::validation_with(
             "name at least one event kind",
-            FieldError::new("events").reason("invalid_length"),
+            FieldError::new("events").reason(FieldReason::InvalidLength),
         ));
     }
     Ok(events)
@@ -185,7 +185,7 @@ pub fn create_webhook(
     if store.webhooks(Some(&p.tenant))?.len() >= MAX_WEBHOOKS_PER_TENANT {
         return Err(CoreError::validation_with(
             format!("a tenant registers at most {MAX_WEBHOOKS_PER_TENANT} webhooks"),
-            FieldError::new("url").reason("limit_exceeded"),
+            FieldError::new("url").reason(FieldReason::LimitExceeded),
         ));
     }
     let id = format!("wh_{}", uuid::Uuid::now_v7().simple());

@@ -10,11 +10,11 @@
 
 use chrono::{DateTime, Utc};
 use registry_context::{Error, Manifest, ReplayItem, Result};
-use registry_core::FieldError;
 use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::derivation::{ChildStore, Relation};
 use registry_core::principal::Principal;
+use registry_core::{FieldError, FieldReason};
 use serde::{Deserialize, Serialize};
 
 use crate::Services;
@@ -132,7 +132,7 @@ impl Services {
         if limit == 0 || limit > MAX_IMPACT_MANIFESTS {
             return Err(
                 Error::validation(format!("limit must be 1..={MAX_IMPACT_MANIFESTS}"))
-                    .with_details(FieldError::new("limit").reason("invalid")),
+                    .with_details(FieldError::new("limit").reason(FieldReason::Invalid)),
             );
         }
         let rec = match self.backends.store.get(id)? {

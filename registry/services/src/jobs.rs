@@ -6,10 +6,10 @@
 //! receipts).
 
 use chrono::{DateTime, Utc};
-use registry_core::FieldError;
 use registry_core::asset::{AssetKind, AssetStatus};
 use registry_core::deletion::DeletionLevel;
 use registry_core::store::AssetQuery;
+use registry_core::{FieldError, FieldReason};
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result, Services};
@@ -57,7 +57,7 @@ pub struct JobReport {
 
 fn unknown(name: &str) -> Error {
     Error::validation(format!("unknown job {name:?} (known: {})", JOBS.join(", ")))
-        .with_details(FieldError::new("name").reason("unknown"))
+        .with_details(FieldError::new("name").reason(FieldReason::Unknown))
 }
 
 fn json<T: Serialize>(v: T) -> Result<serde_json::Value> {

@@ -11,7 +11,7 @@
 use registry_core::asset::AssetId;
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Principal;
-use registry_core::{FieldError, Scope};
+use registry_core::{FieldError, FieldReason, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -63,7 +63,7 @@ pub struct DraftEvidence {
 }
 
 fn invalid(field: &str, msg: impl Into<String>) -> Error {
-    Error::validation(msg).with_details(FieldError::new(field).reason("invalid"))
+    Error::validation(msg).with_details(FieldError::new(field).reason(FieldReason::Invalid))
 }
 
 /// One line of YAML: a double-quoted scalar with its escapes.

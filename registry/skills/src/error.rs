@@ -3,6 +3,42 @@
 
 use registry_core::{CoreError, ErrorCode};
 
+/// Why the skills domain refused a step of a version's life: the stable code its error's
+/// `details.reason` carries (`TEST_EVIDENCE_MISSING`, a tester's or reviewer's refusal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Refusal {
+    /// The version declares no test and holds no waiver.
+    NoDeclaredTests,
+    /// The only results are the author's own.
+    SelfReportedOnly,
+    /// No run of the declared tests is recorded.
+    NoTestRun,
+    /// The last run failed a declared test.
+    TestsFailed,
+    /// The tester wrote the version.
+    TesterIsAuthor,
+    /// The tester is the version's reviewer.
+    TesterIsReviewer,
+    /// The key lacks the tester role.
+    TesterRoleRequired,
+    /// An author waiving the tests of their own version.
+    SelfWaiver,
+    /// A waiver for a version that declares tests.
+    TestsDeclared,
+    /// An author reviewing their own version.
+    SelfReview,
+    /// Not an admin of the release's tenant nor its author.
+    NotReleaseGovernor,
+}
+
+impl Refusal {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Error {

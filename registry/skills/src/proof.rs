@@ -19,10 +19,10 @@ use std::collections::BTreeSet;
 
 use chrono::Utc;
 use registry_core::principal::Principal;
-use registry_core::{AuditAction, ErrorCode, FieldError};
+use registry_core::{AuditAction, ErrorCode, FieldError, FieldReason};
 use serde::Deserialize;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 use crate::lifecycle::{self, Action, LifecycleState};
 pub use crate::model::TestWaiver;
 use crate::model::{Decision, Loaded, TestResultsRequest, TestRun, VersionBody};
@@ -35,17 +35,6 @@ pub const MAX_TEST_LOG_BYTES: usize = 256 * 1024;
 /// Most results one test run may carry (one per declared test).
 pub const MAX_TEST_RESULTS: usize = 100;
 
-/// The stable reasons of `TEST_EVIDENCE_MISSING` (`details.reason`) and of the tester's refusals.
-pub mod reason {
-    pub const NO_DECLARED_TESTS: &str = "no_declared_tests";
-    pub const SELF_REPORTED_ONLY: &str = "self_reported_only";
-    pub const NO_TEST_RUN: &str = "no_test_run";
-    pub const TESTS_FAILED: &str = "tests_failed";
-    pub const TESTER_IS_AUTHOR: &str = "tester_is_author";
-    pub const TESTER_IS_REVIEWER: &str = "tester_is_reviewer";
-    pub const TESTER_ROLE_REQUIRED: &str = "tester_role_required";
-}
-
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -55,12 +44,14 @@ pub struct TestWaiverRequest {
     pub reason: String,
 }
 
-fn missing(b: &VersionBody, why: &str) -> Error {
+fn missing(b: &VersionBody, why: Refusal) -> Error {
     Error::new(
         ErrorCode::TestEvidenceMissing,
         format!(
-            "{}@{}: Test needs a passing run by a tester who is neither its author nor its reviewer ({why})",
-            b.name, b.version
+            "{}@{}: Test needs a passing run by a tester who is neither its author nor its reviewer ({})",
+            b.name,
+            b.version,
+            why.as_str()
         ),
     )
     .with_details(serde_json::json!({
@@ -91,24 +82,24 @@ pub fn require_test_evidence(b: &VersionBody) -> Result<()> {
     if declared_tests(b).is_empty() {
         return match &b.test_waiver {
             Some(w) if w.digest == b.digest => Ok(()),
-            _ => Err(missing(b, reason::NO_DECLARED_TESTS)),
+            _ => Err(missing(b, Refusal::NoDeclaredTests)),
         };
     }
     let Some(t) = b.tests.as_ref().filter(|t| t.digest == b.digest) else {
         return Err(missing(
             b,
             if b.self_reported.is_some() {
-                reason::SELF_REPORTED_ONLY
+                Refusal::SelfReportedOnly
             } else {
-                reason::NO_TEST_RUN
+                Refusal::NoTestRun
             },
         ));
     };
     if t.self_reported || t.recorded_by == b.author {
-        return Err(missing(b, reason::TESTER_IS_AUTHOR));
+        return Err(missing(b, Refusal::TesterIsAuthor));
     }
     if !t.passed {
-        return Err(missing(b, reason::TESTS_FAILED));
+        return Err(missing(b, Refusal::TestsFailed));
     }
     let reviewer = b
         .reviews
@@ -116,7 +107,7 @@ pub fn require_test_evidence(b: &VersionBody) -> Result<()> {
         .rev()
         .find(|r| r.decision == Decision::Approve && r.digest == b.digest);
     if reviewer.is_some_and(|r| r.reviewer == t.recorded_by) {
-        return Err(missing(b, reason::TESTER_IS_REVIEWER));
+        return Err(missing(b, Refusal::TesterIsReviewer));
     }
     Ok(())
 }
@@ -132,7 +123,7 @@ pub(crate) fn require_not_tester(p: &Principal, l: &Loaded) -> Result<()> {
     if tested_by_p {
         return Err(
             Error::forbidden("the tester of a version may not also review it")
-                .with_details(serde_json::json!({"reason": reason::TESTER_IS_REVIEWER})),
+                .with_details(serde_json::json!({"reason": Refusal::TesterIsReviewer})),
         );
     }
     Ok(())
@@ -148,7 +139,7 @@ fn namespace(l: &Loaded) -> String {
         .unwrap_or_else(|| "global".to_string())
 }
 
-fn bad_result(i: usize, field: &str, why: &str, msg: String) -> Error {
+fn bad_result(i: usize, field: &str, why: FieldReason, msg: String) -> Error {
     Error::validation(msg)
         .with_details(FieldError::new(format!("results[{i}].{field}")).reason(why))
 }
@@ -177,13 +168,13 @@ fn take_results(
         )
         .with_details(
             FieldError::new("results")
-                .reason("too_large")
+                .reason(FieldReason::TooLarge)
                 .limit(MAX_TEST_RESULTS),
         ));
     }
     let declared = declared_tests(&cur.body);
     if declared.is_empty() {
-        return Err(missing(&cur.body, reason::NO_DECLARED_TESTS));
+        return Err(missing(&cur.body, Refusal::NoDeclaredTests));
     }
     let got: BTreeSet<&str> = req.results.iter().map(|r| r.name.as_str()).collect();
     if declared != got || got.len() != req.results.len() {
@@ -209,7 +200,7 @@ fn take_results(
             )
             .with_details(
                 FieldError::new(format!("results[{i}].log"))
-                    .reason("too_large")
+                    .reason(FieldReason::TooLarge)
                     .limit(MAX_TEST_LOG_BYTES),
             ));
         }
@@ -218,7 +209,7 @@ fn take_results(
             return Err(bad_result(
                 i,
                 "log_digest",
-                "digest_mismatch",
+                FieldReason::DigestMismatch,
                 "the log does not hash to log_digest".into(),
             ));
         }
@@ -255,7 +246,7 @@ impl SkillsService {
             return Err(Error::forbidden(
                 "the tester role in the skill's scope is required to record its test results",
             )
-            .with_details(serde_json::json!({"reason": reason::TESTER_ROLE_REQUIRED})));
+            .with_details(serde_json::json!({"reason": Refusal::TesterRoleRequired})));
         }
         if author && !p.can_write_into(scope) {
             return Err(Error::forbidden(
@@ -313,12 +304,12 @@ impl SkillsService {
         if crate::resolve::is_author(p, &cur) {
             return Err(
                 Error::forbidden("the author may not waive their own skill's tests")
-                    .with_details(serde_json::json!({"reason": "self_waiver"})),
+                    .with_details(serde_json::json!({"reason": Refusal::SelfWaiver})),
             );
         }
         if registry_core::text::is_blank(&req.reason) {
             return Err(Error::validation("a waiver needs a reason")
-                .with_details(FieldError::new("reason").reason("empty")));
+                .with_details(FieldError::new("reason").reason(FieldReason::Empty)));
         }
         check_note("reason", Some(&req.reason))?;
         lifecycle::check(cur.body.state, Action::Test)?;
@@ -327,7 +318,7 @@ impl SkillsService {
                 ErrorCode::Conflict,
                 format!("{name}@{version} declares tests: a tester runs them, they are not waived"),
             )
-            .with_details(serde_json::json!({"reason": "tests_declared"})));
+            .with_details(serde_json::json!({"reason": Refusal::TestsDeclared})));
         }
         let mut body = cur.body.clone();
         body.test_waiver = Some(TestWaiver {

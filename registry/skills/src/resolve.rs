@@ -21,16 +21,13 @@
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::principal::Principal;
 use registry_core::store::AssetQuery;
-use registry_core::{ErrorCode, FieldError, Scope};
+use registry_core::{ErrorCode, FieldError, FieldReason, Scope};
 use skills_sdk::semver::VersionReq;
 
 use crate::error::{Error, Result};
 use crate::lifecycle::{Action, LifecycleState};
 use crate::model::{Loaded, ReleaseTarget};
 use crate::service::{RELEASE_PREFIX, SkillsService, parse_digest};
-
-/// The stable reason of the 409 a colliding draft gets.
-pub const VERSION_HELD_BY_RELEASE: &str = "version_held_by_release";
 
 /// Whether `l` was released: published, deprecated, or yanked (a yanked version still resolves
 /// from a lockfile, so it keeps its `name@version`).
@@ -286,7 +283,7 @@ pub(crate) fn check_not_held(
         )
         .with_details(
             FieldError::new("version")
-                .reason(VERSION_HELD_BY_RELEASE)
+                .reason(FieldReason::VersionHeldByRelease)
                 .with(
                     "held_by",
                     serde_json::json!({

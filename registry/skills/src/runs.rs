@@ -17,7 +17,7 @@ use registry_core::asset::{AssetKind, AssetMeta, AssetRecord, AssetStatus, Sourc
 use registry_core::derivation::{ChildStore, DerivationEdge, Relation};
 use registry_core::principal::Principal;
 use registry_core::store::{AssetQuery, WriteOp};
-use registry_core::{AuditAction, ErrorCode, FieldError, Scope};
+use registry_core::{AuditAction, ErrorCode, FieldError, FieldReason, Scope};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -274,7 +274,7 @@ fn run_scope(p: &Principal, l: &Loaded) -> Scope {
     }
 }
 
-fn invalid(field: &str, reason: &str, msg: impl Into<String>) -> Error {
+fn invalid(field: &str, reason: FieldReason, msg: impl Into<String>) -> Error {
     Error::validation(msg).with_details(FieldError::new(field).reason(reason))
 }
 
@@ -288,7 +288,7 @@ fn check_id(field: &str, v: &str) -> Result<()> {
     } else {
         Err(invalid(
             field,
-            "invalid",
+            FieldReason::Invalid,
             format!("{field} must be 1–{MAX_RUN_ID_CHARS} characters of A-Za-z0-9._:-"),
         ))
     }
@@ -302,7 +302,7 @@ fn check_report(r: &RunReport) -> Result<()> {
     if r.duration_ms > MAX_RUN_DURATION_MS {
         return Err(invalid(
             "duration_ms",
-            "invalid_value",
+            FieldReason::InvalidValue,
             format!("duration_ms is at most {MAX_RUN_DURATION_MS}"),
         ));
     }
@@ -316,7 +316,7 @@ fn check_report(r: &RunReport) -> Result<()> {
         )
         .with_details(
             FieldError::new("note")
-                .reason("too_large")
+                .reason(FieldReason::TooLarge)
                 .limit(MAX_RUN_NOTE_CHARS),
         ));
     }
@@ -367,7 +367,7 @@ impl SkillsService {
             )
             .with_details(
                 FieldError::new("digest")
-                    .reason("digest_mismatch")
+                    .reason(FieldReason::DigestMismatch)
                     .with("expected", &l.body.digest),
             ));
         }
@@ -383,7 +383,7 @@ impl SkillsService {
                 ErrorCode::Conflict,
                 format!("run_id {} was reported with another body", req.run_id),
             )
-            .with_details(FieldError::new("run_id").reason("run_id_reused")));
+            .with_details(FieldError::new("run_id").reason(FieldReason::RunIdReused)));
         }
         let scope = run_scope(p, &l);
         let existing = runs_of(self, &scope, &l.rec.meta.id)?;
@@ -394,7 +394,7 @@ impl SkillsService {
             )
             .with_details(
                 FieldError::new("run_id")
-                    .reason("limit")
+                    .reason(FieldReason::Limit)
                     .limit(MAX_RUNS_PER_VERSION),
             ));
         }

@@ -35,7 +35,7 @@ use registry_core::locks::KeyedLocks;
 use registry_core::principal::Principal;
 use registry_core::retrieval::{Embedder, TextIndex, VectorIndex};
 use registry_core::store::{AssetQuery, AssetStore, BlobStore};
-use registry_core::{FieldError, Scope};
+use registry_core::{FieldError, FieldReason, Scope};
 use skills_sdk::{ArchiveLimits, TreeDigest};
 
 use crate::error::{Error, Result};
@@ -244,7 +244,7 @@ pub(crate) fn check_note(field: &str, v: Option<&str>) -> Result<()> {
             ))
             .with_details(
                 FieldError::new(field)
-                    .reason("invalid")
+                    .reason(FieldReason::Invalid)
                     .limit(MAX_NOTE_CHARS),
             ))
         }

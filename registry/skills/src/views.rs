@@ -86,7 +86,10 @@ pub struct VersionView {
 /// `ScanReport`).
 #[cfg(feature = "openapi")]
 fn scan_report_ref() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    utoipa::openapi::Ref::from_schema_name("ScanReport").into()
+    utoipa::openapi::Ref::from_schema_name(
+        <skills_sdk::ScanReport as schemars::JsonSchema>::schema_name(),
+    )
+    .into()
 }
 
 impl VersionView {

@@ -20,7 +20,7 @@ use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
 use registry_core::store::AssetQuery;
 use registry_core::task::{EventQuery, EventType, MarkKind, TaskEvent, TaskMark};
-use registry_core::{CoreError, CoreResult, ErrorCode, FieldError};
+use registry_core::{CoreError, CoreResult, ErrorCode, FieldError, FieldReason};
 use registry_memory::record::{MemoryBody, MemoryClass};
 
 use crate::limits::*;
@@ -139,7 +139,7 @@ impl TaskService {
         if req.budget == 0 || req.budget > MAX_BUDGET {
             return Err(invalid(
                 "budget",
-                "invalid_value",
+                FieldReason::InvalidValue,
                 format!("budget must be 1..={MAX_BUDGET} tokens"),
             ));
         }
@@ -153,7 +153,7 @@ impl TaskService {
                 _ => {
                     return Err(invalid(
                         "checkpoint",
-                        "invalid",
+                        FieldReason::Invalid,
                         "no such checkpoint of this task",
                     ));
                 }

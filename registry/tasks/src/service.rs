@@ -17,7 +17,7 @@ use registry_core::store::{AssetQuery, BlobStore, Store, WriteOp};
 use registry_core::task::{
     ArtifactRecord, EventQuery, MarkKind, NewEvent, TaskMark, count_lines, line_range,
 };
-use registry_core::{CoreError, CoreResult, ErrorCode, FieldError, Scope};
+use registry_core::{CoreError, CoreResult, ErrorCode, FieldError, FieldReason, Scope};
 
 use crate::limits::*;
 use crate::wire::*;
@@ -37,7 +37,7 @@ impl std::fmt::Debug for TaskService {
     }
 }
 
-pub(crate) fn invalid(field: &str, reason: &str, message: impl Into<String>) -> CoreError {
+pub(crate) fn invalid(field: &str, reason: FieldReason, message: impl Into<String>) -> CoreError {
     CoreError::validation_with(message, FieldError::new(field).reason(reason))
 }
 
@@ -46,7 +46,7 @@ pub(crate) fn too_large(field: &str, len: usize, limit: usize) -> CoreError {
         code: ErrorCode::PayloadTooLarge,
         message: format!("{field} is {len} bytes, over the limit of {limit}"),
         details: FieldError::new(field)
-            .reason("too_large")
+            .reason(FieldReason::TooLarge)
             .len(len)
             .limit(limit)
             .into(),
@@ -60,19 +60,23 @@ fn not_found(what: &str, id: &str) -> CoreError {
 /// A one-line identifier: 1..=`max` characters, none a control character.
 fn check_line(field: &str, v: &str, max: usize) -> CoreResult<()> {
     if v.is_empty() || registry_core::text::is_blank(v) {
-        return Err(invalid(field, "invalid", format!("{field} is blank")));
+        return Err(invalid(
+            field,
+            FieldReason::Invalid,
+            format!("{field} is blank"),
+        ));
     }
     if v.chars().count() > max {
         return Err(invalid(
             field,
-            "invalid_length",
+            FieldReason::InvalidLength,
             format!("{field} is over {max} characters"),
         ));
     }
     if v.chars().any(char::is_control) {
         return Err(invalid(
             field,
-            "invalid",
+            FieldReason::Invalid,
             format!("{field} holds a control character"),
         ));
     }
@@ -101,7 +105,7 @@ pub(crate) fn screen(field: &str, text: &str) -> CoreResult<Vec<String>> {
             code: ErrorCode::WriteGateRejected,
             message: format!("{field} holds a secret ({})", secrets.join(", ")),
             details: FieldError::new(field)
-                .reason("secret")
+                .reason(FieldReason::Secret)
                 .with("findings", secrets)
                 .into(),
         });
@@ -213,7 +217,7 @@ impl TaskService {
     pub fn create(&self, p: &Principal, req: CreateTask) -> CoreResult<TaskView> {
         check_text("goal", &req.goal, MAX_GOAL_BYTES)?;
         if registry_core::text::is_blank(&req.goal) {
-            return Err(invalid("goal", "invalid", "goal is blank"));
+            return Err(invalid("goal", FieldReason::Invalid, "goal is blank"));
         }
         if let Some(a) = &req.acceptance {
             check_text("acceptance", a, MAX_GOAL_BYTES)?;
@@ -229,9 +233,13 @@ impl TaskService {
             session: req.session.clone().or_else(|| p.session.clone()),
             task: None,
         };
-        scope
-            .validate()
-            .map_err(|_| invalid("scope", "invalid", "project or session is malformed"))?;
+        scope.validate().map_err(|_| {
+            invalid(
+                "scope",
+                FieldReason::Invalid,
+                "project or session is malformed",
+            )
+        })?;
         if !p.can_write_into(&scope) || !access::within_projects(p, &scope) {
             return Err(CoreError::Forbidden(
                 "the key may not write tasks into this scope".into(),
@@ -368,7 +376,7 @@ impl TaskService {
         if req.events.is_empty() || req.events.len() > MAX_EVENTS_PER_APPEND {
             return Err(invalid(
                 "events",
-                "invalid_length",
+                FieldReason::InvalidLength,
                 format!("1 to {MAX_EVENTS_PER_APPEND} events per append"),
             ));
         }
@@ -384,7 +392,7 @@ impl TaskService {
                     _ => {
                         return Err(invalid(
                             &format!("events[{i}].artifact"),
-                            "invalid",
+                            FieldReason::Invalid,
                             "no such artifact of this task",
                         ));
                     }
@@ -396,7 +404,7 @@ impl TaskService {
                 code: ErrorCode::PayloadTooLarge,
                 message: format!("a task holds at most {MAX_TASK_EVENTS} events"),
                 details: FieldError::new("events")
-                    .reason("too_large")
+                    .reason(FieldReason::TooLarge)
                     .limit(MAX_TASK_EVENTS)
                     .into(),
             });
@@ -457,7 +465,7 @@ impl TaskService {
         if limit == 0 || limit > MAX_PAGE {
             return Err(invalid(
                 "limit",
-                "invalid_value",
+                FieldReason::InvalidValue,
                 format!("limit is 1..={MAX_PAGE}"),
             ));
         }
@@ -497,7 +505,7 @@ impl TaskService {
         if !valid_name(name) {
             return Err(invalid(
                 "name",
-                "invalid",
+                FieldReason::Invalid,
                 format!("an artifact name is 1-{MAX_NAME_BYTES} characters of [A-Za-z0-9._-]"),
             ));
         }
@@ -583,7 +591,7 @@ impl TaskService {
         if by_bytes && by_lines {
             return Err(invalid(
                 "line",
-                "invalid",
+                FieldReason::Invalid,
                 "ask for a byte range (offset, length) or a line range (line, lines), not both",
             ));
         }
@@ -592,12 +600,16 @@ impl TaskService {
         {
             return Err(invalid(
                 "lines",
-                "invalid_value",
+                FieldReason::InvalidValue,
                 format!("lines is 1..={MAX_RANGE_LINES}"),
             ));
         }
         if range.line == Some(0) {
-            return Err(invalid("line", "invalid_value", "lines are counted from 1"));
+            return Err(invalid(
+                "line",
+                FieldReason::InvalidValue,
+                "lines are counted from 1",
+            ));
         }
         let rec = self.load_artifact(p, artifact)?;
         let bytes = self
@@ -609,7 +621,7 @@ impl TaskService {
             line_range(&bytes, line, range.lines.unwrap_or(1)).ok_or_else(|| {
                 invalid(
                     "line",
-                    "out_of_range",
+                    FieldReason::OutOfRange,
                     format!("the artifact has {} lines", rec.lines),
                 )
             })?
@@ -618,7 +630,7 @@ impl TaskService {
             if offset > rec.size {
                 return Err(invalid(
                     "offset",
-                    "out_of_range",
+                    FieldReason::OutOfRange,
                     format!("the artifact has {} bytes", rec.size),
                 ));
             }
@@ -639,7 +651,7 @@ impl TaskService {
     pub fn summarize(&self, p: &Principal, id: &str, req: SummaryRequest) -> CoreResult<TaskMark> {
         check_text("content", &req.content, MAX_EVENT_BYTES)?;
         if registry_core::text::is_blank(&req.content) {
-            return Err(invalid("content", "invalid", "content is blank"));
+            return Err(invalid("content", FieldReason::Invalid, "content is blank"));
         }
         screen("content", &req.content)?;
         self.load_for_change(p, id)?;
@@ -647,14 +659,14 @@ impl TaskService {
         if req.from_seq == 0 || req.from_seq > req.to_seq {
             return Err(invalid(
                 "from_seq",
-                "out_of_range",
+                FieldReason::OutOfRange,
                 "from_seq is 1..=to_seq",
             ));
         }
         if req.to_seq > last {
             return Err(invalid(
                 "to_seq",
-                "out_of_range",
+                FieldReason::OutOfRange,
                 format!("the task's last event is {last}"),
             ));
         }
@@ -718,7 +730,7 @@ impl TaskService {
         if seq > last {
             return Err(invalid(
                 "seq",
-                "out_of_range",
+                FieldReason::OutOfRange,
                 format!("the task's last event is {last}"),
             ));
         }

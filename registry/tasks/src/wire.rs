@@ -131,16 +131,17 @@ pub struct EventInput {
     /// Who acted (1-128 characters).
     #[schemars(pattern(registry_core::text::LINE), length(max = MAX_ID_CHARS))]
     pub actor: String,
-    /// At most 16,384 bytes; large results go to an artifact.
-    #[schemars(length(max = MAX_EVENT_BYTES))]
+    /// At most 16,384 bytes, without NUL; large results go to an artifact.
+    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_EVENT_BYTES))]
     pub content: String,
     /// An artifact of this task the event refers to.
     #[serde(default)]
+    #[schemars(pattern(registry_core::text::NO_NUL))]
     pub artifact: Option<String>,
     /// The client id of the event this one follows from (a `resolved_item` names its
     /// `open_item`).
     #[serde(default)]
-    #[schemars(length(max = MAX_ID_CHARS))]
+    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_ID_CHARS))]
     pub caused_by: Option<String>,
 }
 
@@ -301,8 +302,8 @@ pub struct SummaryRequest {
     pub from_seq: u64,
     #[schemars(range(min = 1, max = MAX_SEQ))]
     pub to_seq: u64,
-    /// At most 16,384 bytes.
-    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_EVENT_BYTES))]
+    /// At most 16,384 bytes, not blank, without NUL.
+    #[schemars(pattern(registry_core::text::NOT_BLANK_NO_NUL), length(max = MAX_EVENT_BYTES))]
     pub content: String,
 }
 
@@ -313,9 +314,9 @@ pub struct CheckpointRequest {
     #[serde(default)]
     #[schemars(range(max = MAX_SEQ))]
     pub seq: Option<u64>,
-    /// At most 256 bytes.
+    /// At most 256 bytes, without NUL.
     #[serde(default)]
-    #[schemars(length(max = MAX_LABEL_BYTES))]
+    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_LABEL_BYTES))]
     pub label: Option<String>,
 }
 

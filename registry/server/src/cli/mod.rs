@@ -88,6 +88,13 @@ pub enum KeysCommand {
     Revoke { id: String },
 }
 
+/// Every role, as `--role` takes it and `--help` lists it.
+fn role_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        Role::ALL.map(|r| clap::builder::PossibleValue::new(r.as_str())),
+    )
+}
+
 #[derive(Debug, Args, Default)]
 pub struct CreateKey {
     /// The tenant (default `platform` for a platform key).
@@ -97,8 +104,8 @@ pub struct CreateKey {
     pub user: String,
     #[arg(long = "group")]
     pub groups: Vec<String>,
-    /// admin, writer, reader, reviewer, ingest or feedback (repeatable; default writer).
-    #[arg(long = "role")]
+    /// A role of the key (repeatable; default writer).
+    #[arg(long = "role", value_parser = role_names())]
     pub roles: Vec<String>,
     /// A project of the tenant the key belongs to (repeatable); `*` for every project, admins
     /// only (an admin key without `--project` gets `*`). Without projects: tenant level only.
@@ -205,7 +212,8 @@ pub fn create_key(store: &dyn KeyStore, c: &CreateKey) -> anyhow::Result<(ApiKey
         .iter()
         .map(|r| {
             Role::parse(r).with_context(|| {
-                format!("unknown role {r:?} (admin, writer, reader, reviewer, ingest, feedback)")
+                let all: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown role {r:?} ({})", all.join(", "))
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -393,5 +401,30 @@ fn redact_password(url: &str) -> String {
             None => url.to_string(),
         },
         None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+    use registry_core::principal::Role;
+
+    #[test]
+    fn keys_create_help_names_every_role() {
+        let mut cmd = Cli::command();
+        let create = cmd
+            .find_subcommand_mut("keys")
+            .and_then(|k| k.find_subcommand_mut("create"))
+            .expect("registry keys create");
+        let help = create.render_long_help().to_string();
+        for r in Role::ALL {
+            assert!(
+                help.contains(r.as_str()),
+                "{} missing from:\n{help}",
+                r.as_str()
+            );
+        }
     }
 }

@@ -5,8 +5,8 @@
 use std::sync::{Arc, LazyLock};
 
 use registry_context::{Pack, PackRequest};
-use registry_core::FieldError;
 use registry_core::principal::Principal;
+use registry_core::{FieldError, FieldReason};
 use registry_memory::WriteRequest;
 use registry_memory::search::{SearchRequest as MemorySearch, SearchResponse};
 use registry_memory::service::WriteOutcome;
@@ -89,9 +89,9 @@ fn take_str(args: &mut JsonObject, field: &str) -> ApiResult<String> {
     match args.remove(field) {
         Some(Value::String(v)) => Ok(v),
         None | Some(Value::Null) => Err(ApiError::validation(format!("{field} is required"))
-            .with_details(FieldError::new(field).reason("missing"))),
+            .with_details(FieldError::new(field).reason(FieldReason::Missing))),
         Some(_) => Err(ApiError::validation(format!("{field} must be a string"))
-            .with_details(FieldError::new(field).reason("invalid_type"))),
+            .with_details(FieldError::new(field).reason(FieldReason::InvalidType))),
     }
 }
 
@@ -301,7 +301,9 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
                     return Err(ApiError::validation(
                         "idempotency_key must be 1-200 visible ASCII characters",
                     )
-                    .with_details(FieldError::new("idempotency_key").reason("invalid")));
+                    .with_details(
+                        FieldError::new("idempotency_key").reason(FieldReason::Invalid),
+                    ));
                 }
             };
             let req: WriteRequest = parse(args)?;
@@ -340,7 +342,7 @@ pub fn call(s: &AppState, p: &Principal, name: &str, mut args: JsonObject) -> Ap
                 },
                 (None, None) => {
                     return Err(ApiError::validation("give a name or a digest")
-                        .with_details(FieldError::new("name").reason("missing")));
+                        .with_details(FieldError::new("name").reason(FieldReason::Missing)));
                 }
             };
             to_value(&s.services.skills.instructions_view(&loaded)?)

@@ -5,7 +5,6 @@ use axum::extract::State;
 use axum::routing::{get, post};
 use utoipa::OpenApi;
 
-use crate::bodies::wire_body;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, Auth};
 use crate::state::AppState;
@@ -33,27 +32,18 @@ pub fn router() -> Router<AppState> {
         .route("/v1/context/{id}/replay", post(replay_pack))
 }
 
-wire_body!(
-    /// A context pack to compile: `registry_context::PackRequest`.
-    PackBody
-);
-wire_body!(
-    /// The pack, its items and its manifest: `registry_context::Pack`.
-    PackAnswer
-);
-wire_body!(
-    /// The Context Manifest: `registry_context::Manifest`.
-    ManifestAnswer
-);
-wire_body!(
-    /// How two packs differ: `registry_context::Comparison`.
-    ComparisonAnswer
-);
-wire_body!(
-    /// A stored pack compiled again now, and the difference item by item:
-    /// `registry_context::Replay`.
-    ReplayAnswer
-);
+crate::bodies::wire_bodies! {
+    /// A context pack to compile.
+    request PackBody = registry_context::PackRequest;
+    /// The pack, its items and its manifest.
+    answer PackAnswer = registry_context::Pack;
+    /// The Context Manifest.
+    answer ManifestAnswer = registry_context::Manifest;
+    /// How two packs differ.
+    answer ComparisonAnswer = registry_context::Comparison;
+    /// A stored pack compiled again now, and the difference item by item.
+    answer ReplayAnswer = registry_context::Replay;
+}
 
 /// Compiles a context pack in layers within the token budget and stores its manifest. The
 /// fixed zone (rules and goal) is never cut: over the budget alone it answers 422

@@ -43,7 +43,9 @@ pub enum ErasureAnswer {
     Receipt(Box<Receipt>),
     Plan(registry_services::erasure::ErasurePlan),
 }
-crate::bodies::wire_body!(impl ErasureAnswer);
+crate::bodies::wire_bodies! {
+    answer ErasureAnswer;
+}
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -13,10 +13,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use futures_util::Stream;
-use registry_core::FieldError;
 use registry_core::feed::{Delivery, FeedEvent, FeedKind, WebhookRecord};
 use registry_core::hash::sha256_hex;
 use registry_core::principal::Principal;
+use registry_core::{FieldError, FieldReason};
 use registry_services::feed;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi};
@@ -77,13 +77,20 @@ pub struct FeedSseEvent {
     #[schemars(extend("contentMediaType" = "application/json"))]
     pub data: String,
 }
-crate::bodies::wire_body!(impl FeedSseEvent);
+crate::bodies::wire_bodies! {
+    answer FeedSseEvent;
+    answer FeedEventBody;
+    request WebhookCreate;
+    answer WebhookView;
+    answer WebhookCreated;
+    answer WebhookList;
+    answer DeliveryList;
+}
 
 /// The feed event carried in each SSE `data:` line.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct FeedEventBody(pub FeedEvent);
-crate::bodies::wire_body!(impl FeedEventBody);
 
 fn bearer_hash(headers: &HeaderMap) -> ApiResult<String> {
     headers
@@ -106,8 +113,9 @@ fn start_position(headers: &HeaderMap, after: Option<u64>) -> ApiResult<Option<u
             .filter(|n| *n <= crate::extract::MAX_SEQ)
             .map(Some)
             .ok_or_else(|| {
-                ApiError::validation("Last-Event-ID must be a sequence number")
-                    .with_details(FieldError::new("Last-Event-ID").reason("invalid_value"))
+                ApiError::validation("Last-Event-ID must be a sequence number").with_details(
+                    FieldError::new("Last-Event-ID").reason(FieldReason::InvalidValue),
+                )
             }),
     }
 }
@@ -226,7 +234,6 @@ pub struct WebhookCreate {
     #[schemars(length(min = 1, max = 8))]
     pub events: Vec<FeedKind>,
 }
-crate::bodies::wire_body!(impl WebhookCreate);
 
 /// A webhook, without its secret.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -237,7 +244,6 @@ pub struct WebhookView {
     pub owner: String,
     pub created_at: DateTime<Utc>,
 }
-crate::bodies::wire_body!(impl WebhookView);
 
 impl From<WebhookRecord> for WebhookView {
     fn from(w: WebhookRecord) -> Self {
@@ -259,19 +265,16 @@ pub struct WebhookCreated {
     pub webhook: WebhookView,
     pub secret: String,
 }
-crate::bodies::wire_body!(impl WebhookCreated);
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct WebhookList {
     pub webhooks: Vec<WebhookView>,
 }
-crate::bodies::wire_body!(impl WebhookList);
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DeliveryList {
     pub deliveries: Vec<Delivery>,
 }
-crate::bodies::wire_body!(impl DeliveryList);
 
 /// Registers a webhook for the caller's key, from the newest event on. Deliveries carry what
 /// this key may see when each is sent, and stop while it is revoked.

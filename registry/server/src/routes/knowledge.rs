@@ -10,7 +10,6 @@ use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use registry_knowledge::service::{DocumentSummary, DocumentView, IngestOutcome};
 
-use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
@@ -49,26 +48,19 @@ pub fn router() -> Router<AppState> {
         .route("/v1/knowledge/search", post(search_knowledge))
 }
 
-wire_body!(
-    /// A document to ingest: `registry_knowledge::IngestRequest`.
-    IngestBody
-);
-wire_body!(
-    /// An evidence search: `registry_knowledge::SearchRequest`.
-    KnowledgeSearchBody
-);
-wire_body!(
-    /// What an ingest did: `registry_knowledge::service::IngestOutcome`.
-    IngestAnswer
-);
-wire_body!(
-    /// A document with its content and chunks: `registry_knowledge::service::DocumentView`.
-    DocumentAnswer
-);
-wire_body!(
-    /// Evidence, or `INSUFFICIENT_EVIDENCE`: `registry_knowledge::SearchAnswer`.
-    SearchAnswerDoc
-);
+crate::bodies::wire_bodies! {
+    answer use registry_knowledge::service::DocumentSummary;
+    /// A document to ingest.
+    request IngestBody = registry_knowledge::IngestRequest;
+    /// An evidence search.
+    request KnowledgeSearchBody = registry_knowledge::SearchRequest;
+    /// What an ingest did.
+    answer IngestAnswer = registry_knowledge::service::IngestOutcome;
+    /// A document with its content and chunks.
+    answer DocumentAnswer = registry_knowledge::service::DocumentView;
+    /// Evidence, or `INSUFFICIENT_EVIDENCE`.
+    answer SearchAnswerDoc = registry_knowledge::SearchAnswer;
+}
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DocumentList {
@@ -77,7 +69,7 @@ pub struct DocumentList {
 }
 
 fn document_summaries() -> utoipa::openapi::schema::Array {
-    crate::bodies::array_of("DocumentSummary")
+    crate::bodies::array_of_schema::<registry_knowledge::service::DocumentSummary>()
 }
 
 /// Ingests a document: chunked by structure, embedded, committed atomically, indexed. The same

@@ -11,13 +11,12 @@ use registry_memory::service::FeedbackRequest;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
-use registry_core::FieldError;
 use registry_core::deletion::Receipt;
 use registry_core::usage::UsageStats;
+use registry_core::{FieldError, FieldReason};
 use registry_memory::search::SearchResponse;
 use registry_memory::service::{MemoryDetail, WriteOutcome};
 
-use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
@@ -65,38 +64,26 @@ pub fn router() -> Router<AppState> {
         .route("/v1/memories/{id}/reject", post(reject))
 }
 
-wire_body!(
-    /// A memory to write through the gate: `registry_memory::WriteRequest`.
-    WriteBody
-);
-wire_body!(
-    /// The gate's answer: `registry_memory::service::WriteOutcome`.
-    WriteAnswer
-);
-wire_body!(
-    /// A memory search: `registry_memory::search::SearchRequest`.
-    SearchBody
-);
-wire_body!(
-    /// Hits labelled as memory (past experience): `registry_memory::search::SearchResponse`.
-    SearchAnswer
-);
-wire_body!(
-    /// A memory with its versions and related records: `registry_memory::service::MemoryDetail`.
-    MemoryDetailView
-);
-wire_body!(
-    /// `outcome` (helpful or harmful) and optional `task`: `registry_memory::service::FeedbackRequest`.
-    FeedbackBody
-);
-wire_body!(
-    /// Usage counters: `registry_core::usage::UsageStats`.
-    StatsView
-);
-wire_body!(
-    /// One memory record: `registry_memory::MemoryView`.
-    MemoryView
-);
+crate::bodies::wire_bodies! {
+    /// A memory to write through the gate.
+    request WriteBody = registry_memory::WriteRequest;
+    /// The gate's answer.
+    answer WriteAnswer = registry_memory::service::WriteOutcome;
+    /// A memory search.
+    request SearchBody = registry_memory::search::SearchRequest;
+    /// Hits labelled as memory (past experience).
+    answer SearchAnswer = registry_memory::search::SearchResponse;
+    /// A memory with its versions and related records.
+    answer MemoryDetailView = registry_memory::service::MemoryDetail;
+    /// `outcome` (helpful or harmful) and optional `task`.
+    request FeedbackBody = registry_memory::service::FeedbackRequest;
+    /// Usage counters.
+    answer StatsView = registry_core::usage::UsageStats;
+    /// One memory record.
+    answer MemoryView = registry_memory::MemoryView;
+    answer MemoryItem;
+    answer BatchAnswer;
+}
 
 /// One memory record with its governance fields and usage counters; after a purge, with the
 /// deletion receipt.
@@ -107,7 +94,6 @@ pub struct MemoryItem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<Receipt>,
 }
-wire_body!(impl MemoryItem);
 
 impl From<registry_memory::MemoryView> for MemoryItem {
     fn from(memory: registry_memory::MemoryView) -> Self {
@@ -125,7 +111,7 @@ pub struct ReviewList {
 }
 
 fn memory_views() -> utoipa::openapi::schema::Array {
-    crate::bodies::array_of("MemoryView")
+    crate::bodies::array_of::<MemoryView>()
 }
 
 fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
@@ -179,7 +165,7 @@ pub struct BatchBody {
 /// 1 to [`MAX_BATCH`] write bodies (`schema_with` replaces the whole schema, so the bounds
 /// are set here, not beside it).
 fn write_bodies() -> utoipa::openapi::schema::Array {
-    let mut items = crate::bodies::array_of("WriteBody");
+    let mut items = crate::bodies::array_of::<WriteBody>();
     items.min_items = Some(1);
     items.max_items = Some(MAX_BATCH);
     items
@@ -190,7 +176,6 @@ fn write_bodies() -> utoipa::openapi::schema::Array {
 pub struct BatchAnswer {
     pub results: Vec<BatchItem>,
 }
-wire_body!(impl BatchAnswer);
 
 /// The gate's answer for item `index`, or the error that stopped it.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -244,8 +229,9 @@ pub async fn write_batch(
         .iter()
         .position(|m| registry_core::text::is_blank(&m.content))
     {
-        return Err(ApiError::validation("content is empty")
-            .with_details(FieldError::new(format!("memories[{i}].content")).reason("invalid")));
+        return Err(ApiError::validation("content is empty").with_details(
+            FieldError::new(format!("memories[{i}].content")).reason(FieldReason::Invalid),
+        ));
     }
     state
         .blocking(move |s| {

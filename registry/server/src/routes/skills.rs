@@ -110,6 +110,10 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{v}/archive"), get(archive))
 }
 
+crate::bodies::wire_bodies! {
+    answer use skills_sdk::ScanReport;
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]

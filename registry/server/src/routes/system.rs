@@ -3,14 +3,13 @@
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use registry_core::FieldError;
 use registry_core::access;
 use registry_core::asset::{AssetKind, AssetMeta, AssetRecord};
 use registry_core::principal::Principal;
+use registry_core::{FieldError, FieldReason};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
-use crate::bodies::wire_body;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
@@ -211,11 +210,11 @@ pub struct AuditList {
 }
 
 fn asset_meta() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    crate::bodies::component_ref("AssetMeta")
+    crate::bodies::schema_ref::<registry_core::asset::AssetMeta>()
 }
 
 fn audit_events() -> utoipa::openapi::schema::Array {
-    crate::bodies::array_of("AuditEvent")
+    crate::bodies::array_of_schema::<registry_core::audit::AuditEvent>()
 }
 
 /// Audit events the caller may read, oldest first (admin role; the visibility rule is the
@@ -234,7 +233,7 @@ pub async fn list_audit(
     if after > i64::MAX as u64 {
         return Err(
             ApiError::validation("after is beyond the largest sequence number")
-                .with_details(FieldError::new("after").reason("out_of_range")),
+                .with_details(FieldError::new("after").reason(FieldReason::OutOfRange)),
         );
     }
     state
@@ -284,10 +283,12 @@ pub async fn verify_audit(
         .await
 }
 
-wire_body!(
-    /// What a change to an asset reaches: `registry_services::Impact`.
-    ImpactAnswer
-);
+crate::bodies::wire_bodies! {
+    answer use registry_core::asset::AssetMeta;
+    answer use registry_core::audit::AuditEvent;
+    /// What a change to an asset reaches.
+    answer ImpactAnswer = registry_services::Impact;
+}
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -19,7 +19,6 @@ use registry_tasks::{
     TaskView, UpdateTask,
 };
 
-use crate::bodies::wire_body;
 use crate::error::{ApiResult, ErrorBody};
 use crate::extract::{ApiJson, ApiPath as Path, ApiQuery as Query, Auth};
 use crate::state::AppState;
@@ -85,66 +84,38 @@ pub fn router() -> Router<AppState> {
         .route("/v1/artifacts/{id}/meta", get(get_artifact_meta))
 }
 
-wire_body!(
-    /// A task to create: `registry_tasks::CreateTask`.
-    CreateTaskBody
-);
-wire_body!(
-    /// A new version of a task: `registry_tasks::UpdateTask`.
-    UpdateTaskBody
-);
-wire_body!(
-    /// A task: `registry_tasks::TaskView`.
-    TaskAnswer
-);
-wire_body!(
-    /// The caller's tasks: `registry_tasks::TaskList`.
-    TaskListAnswer
-);
-wire_body!(
-    /// Events to append: `registry_tasks::AppendEvents`.
-    AppendBody
-);
-wire_body!(
-    /// What an append did: `registry_tasks::AppendOutcome`.
-    AppendAnswer
-);
-wire_body!(
-    /// A page of events: `registry_tasks::EventPage`.
-    EventPageAnswer
-);
-wire_body!(
-    /// An artifact's metadata: `registry_tasks::ArtifactView`.
-    ArtifactAnswer
-);
-wire_body!(
-    /// A task's artifacts: `registry_tasks::ArtifactList`.
-    ArtifactListAnswer
-);
-wire_body!(
-    /// A compaction summary: `registry_tasks::SummaryRequest`.
-    SummaryBody
-);
-wire_body!(
-    /// A checkpoint: `registry_tasks::CheckpointRequest`.
-    CheckpointBody
-);
-wire_body!(
-    /// A summary or checkpoint: `registry_core::task::TaskMark`.
-    MarkAnswer
-);
-wire_body!(
-    /// A task's summaries and checkpoints: `registry_tasks::MarkList`.
-    MarkListAnswer
-);
-wire_body!(
-    /// A Continuation Package request: `registry_tasks::ContinuationRequest`.
-    ContinuationBody
-);
-wire_body!(
-    /// The Continuation Package and its manifest: `registry_tasks::Continuation`.
-    ContinuationAnswer
-);
+crate::bodies::wire_bodies! {
+    /// A task to create.
+    request CreateTaskBody = registry_tasks::CreateTask;
+    /// A new version of a task.
+    request UpdateTaskBody = registry_tasks::UpdateTask;
+    /// A task.
+    answer TaskAnswer = registry_tasks::TaskView;
+    /// The caller's tasks.
+    answer TaskListAnswer = registry_tasks::TaskList;
+    /// Events to append.
+    request AppendBody = registry_tasks::AppendEvents;
+    /// What an append did.
+    answer AppendAnswer = registry_tasks::AppendOutcome;
+    /// A page of events.
+    answer EventPageAnswer = registry_tasks::EventPage;
+    /// An artifact's metadata.
+    answer ArtifactAnswer = registry_tasks::ArtifactView;
+    /// A task's artifacts.
+    answer ArtifactListAnswer = registry_tasks::ArtifactList;
+    /// A compaction summary.
+    request SummaryBody = registry_tasks::SummaryRequest;
+    /// A checkpoint.
+    request CheckpointBody = registry_tasks::CheckpointRequest;
+    /// A summary or checkpoint.
+    answer MarkAnswer = registry_core::task::TaskMark;
+    /// A task's summaries and checkpoints.
+    answer MarkListAnswer = registry_tasks::MarkList;
+    /// A Continuation Package request.
+    request ContinuationBody = registry_tasks::ContinuationRequest;
+    /// The Continuation Package and its manifest.
+    answer ContinuationAnswer = registry_tasks::Continuation;
+}
 
 /// Creates a task in the caller's scope (tenant / project / user / session), status `open`.
 #[utoipa::path(post, path = "/v1/tasks", security(("bearer" = [])), request_body = CreateTaskBody,
@@ -305,7 +276,8 @@ pub async fn list_events(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactParams {
-    /// A short description (at most 256 bytes).
+    /// A short description (at most 256 bytes, without NUL).
+    #[param(pattern = "^[^\\u0000]*$", max_length = 256)]
     pub summary: Option<String>,
 }
 

@@ -9,7 +9,7 @@ use chrono::Utc;
 use registry_core::audit::AuditAction;
 use registry_core::principal::Principal;
 use registry_core::store::WriteOp;
-use registry_core::{CoreError, ErrorCode, FieldError};
+use registry_core::{CoreError, ErrorCode, FieldError, FieldReason};
 use skills_sdk::semver::Version;
 
 use crate::discovery::apply_index;
@@ -53,7 +53,7 @@ impl SkillsService {
             )
             .with_details(
                 FieldError::new("comment")
-                    .reason("too_large")
+                    .reason(FieldReason::TooLarge)
                     .limit(MAX_REVIEW_COMMENT_CHARS),
             ));
         }
@@ -66,14 +66,14 @@ impl SkillsService {
             )
             .with_details(
                 FieldError::new("reviews")
-                    .reason("limit")
+                    .reason(FieldReason::Limit)
                     .limit(MAX_REVIEWS),
             ));
         }
         if cur.body.author == p.user {
             return Err(
                 Error::forbidden("the author may not review their own skill")
-                    .with_details(serde_json::json!({"reason": "self_review"})),
+                    .with_details(serde_json::json!({"reason": crate::error::Refusal::SelfReview})),
             );
         }
         crate::proof::require_not_tester(p, &cur)?;
@@ -156,7 +156,7 @@ impl SkillsService {
         }
         if registry_core::text::is_blank(&req.reason) {
             return Err(Error::validation("an override needs a reason")
-                .with_details(FieldError::new("reason").reason("empty")));
+                .with_details(FieldError::new("reason").reason(FieldReason::Empty)));
         }
         check_note("reason", Some(&req.reason))?;
         if !cur.body.scan.as_ref().is_some_and(|r| r.failed()) {
@@ -195,7 +195,7 @@ impl SkillsService {
         lifecycle::check(cur.body.state, Action::Deprecate)?;
         if registry_core::text::is_blank(&req.message) {
             return Err(Error::validation("a deprecation needs a message")
-                .with_details(FieldError::new("message").reason("empty")));
+                .with_details(FieldError::new("message").reason(FieldReason::Empty)));
         }
         check_note("message", Some(&req.message))?;
         check_note("replacement", req.replacement.as_deref())?;
@@ -435,6 +435,6 @@ pub fn require_release_governance(p: &Principal, l: &Loaded) -> Result<()> {
             "{}@{} is governed by its author or an admin of its scope",
             l.body.name, l.body.version
         ))
-        .with_details(serde_json::json!({"reason": "not_release_governor"})))
+        .with_details(serde_json::json!({"reason": crate::error::Refusal::NotReleaseGovernor})))
     }
 }
