@@ -65,6 +65,9 @@ struct Options {
     /// Embedding model of the registry.
     #[arg(long)]
     embed_model: Option<registry_embed::ModelChoice>,
+    /// ONNX Runtime threads per model session (the server's `embed_threads`; default its default).
+    #[arg(long)]
+    embed_threads: Option<usize>,
     /// Hits per question.
     #[arg(long, default_value_t = 5)]
     k: usize,
@@ -160,6 +163,9 @@ fn main() -> anyhow::Result<()> {
     config.jobs.enabled = false;
     if let Some(m) = o.embed_model {
         config.embed_model = m;
+    }
+    if let Some(t) = o.embed_threads {
+        config.embed_threads = t;
     }
     println!(
         "locomo-bench: {} conversations from {}, data dir {}, model {}",
