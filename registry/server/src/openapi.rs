@@ -5,8 +5,8 @@
 //! the bodies owned by the domains (memory, knowledge, context, core) derive `JsonSchema`
 //! (schemars), the same derive that gives the MCP tools their schemas. Each such body is named
 //! once, with that type, in its module's `wire_bodies!` ([`crate::bodies`]); its utoipa
-//! component (an empty placeholder) becomes a `$ref` to the schema of the type, and every schema that type uses lands in
-//! `components/schemas` under its own name. Requests are described as serde deserializes them
+//! component (an empty placeholder) becomes a `$ref` to the schema of the type, and every
+//! schema that type uses lands in `components/schemas` under its own name. Requests are described as serde deserializes them
 //! (a defaulted field is optional), answers as serde serializes them (a skipped field is
 //! optional).
 

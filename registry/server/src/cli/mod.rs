@@ -406,7 +406,7 @@ fn redact_password(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     use super::Cli;
     use registry_core::principal::Role;
@@ -418,13 +418,19 @@ mod tests {
             .find_subcommand_mut("keys")
             .and_then(|k| k.find_subcommand_mut("create"))
             .expect("registry keys create");
-        let help = create.render_long_help().to_string();
-        for r in Role::ALL {
-            assert!(
-                help.contains(r.as_str()),
-                "{} missing from:\n{help}",
-                r.as_str()
-            );
+        let help = create.render_help().to_string();
+        let all: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+        let listed = format!("[possible values: {}]", all.join(", "));
+        assert!(help.contains(&listed), "{listed} missing from:\n{help}");
+        // Every listed role is taken, and nothing else is.
+        let create = |role: &str| {
+            Cli::try_parse_from([
+                "registry", "keys", "create", "--tenant", "t", "--user", "u", "--role", role,
+            ])
+        };
+        for r in all {
+            assert!(create(r).is_ok(), "{r} refused");
         }
+        assert!(create("superuser").is_err());
     }
 }
