@@ -182,6 +182,25 @@ pub trait Embedder: Send + Sync {
     fn content_tokens(&self, text: &str) -> CoreResult<usize> {
         self.count_tokens(text)
     }
+    /// Content tokens ([`Self::content_tokens`]) a text may hold and still fit the model's
+    /// window as [`Self::embed`] and [`Self::embed_query`] see it, their prefixes and special
+    /// tokens counted out. Default: the whole window.
+    fn content_window(&self) -> usize {
+        self.info().max_tokens
+    }
+    /// The part of `text` the model reads: its longest prefix within [`Self::content_window`]
+    /// (the whole text when it fits). [`Self::embed`] refuses a longer text rather than cut it,
+    /// so that a chunker never loses text unseen; a caller that embeds a whole memory or query
+    /// passes this, and the lexical index still holds every word.
+    fn within_window<'t>(&self, text: &'t str) -> CoreResult<&'t str> {
+        // Every token but a leading word marker covers at least one byte, so a text of fewer
+        // bytes than the window fits without being tokenized here.
+        let window = self.content_window();
+        if text.len() < window {
+            return Ok(text);
+        }
+        self.prefix_within(text, window)
+    }
     /// The longest prefix of `text` (cut at a char boundary) within `max` content tokens.
     fn prefix_within<'t>(&self, text: &'t str, max: usize) -> CoreResult<&'t str> {
         let bounds: Vec<usize> = text

@@ -224,6 +224,8 @@ pub struct OnnxEmbedder {
     model_dir: PathBuf,
     /// Tokens of the document prefix alone (no special tokens).
     document_prefix_tokens: usize,
+    /// Tokens of the query prefix alone (no special tokens).
+    query_prefix_tokens: usize,
     batch_size: usize,
     /// Same vocabulary as the sessions' tokenizer, with truncation and padding off.
     counter: Tokenizer,
@@ -311,7 +313,13 @@ impl OnnxEmbedder {
             .encode_fast(spec.document_prefix, false)
             .map(|e| e.len())
             .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
-        if config.max_length <= spec.special_tokens + document_prefix_tokens {
+        let query_prefix_tokens = counter
+            .encode_fast(spec.query_prefix, false)
+            .map(|e| e.len())
+            .map_err(|e| EmbedError::Tokenizer(e.to_string()))?;
+        if config.max_length
+            <= spec.special_tokens + document_prefix_tokens.max(query_prefix_tokens)
+        {
             return Err(EmbedError::Config(format!(
                 "max_length {} leaves no room for text after {}'s prefix",
                 config.max_length, spec.name
@@ -356,6 +364,7 @@ impl OnnxEmbedder {
             },
             model_dir: root,
             document_prefix_tokens,
+            query_prefix_tokens,
             batch_size: config.batch_size,
             counter,
             sessions,
@@ -751,6 +760,12 @@ impl Embedder for OnnxEmbedder {
 
     fn prefix_within<'t>(&self, text: &'t str, max: usize) -> CoreResult<&'t str> {
         Ok(MiniLmEmbedder::prefix_within(self, text, max)?)
+    }
+
+    fn content_window(&self) -> usize {
+        self.info.max_tokens
+            - self.spec.special_tokens
+            - self.document_prefix_tokens.max(self.query_prefix_tokens)
     }
 }
 

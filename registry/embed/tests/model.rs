@@ -605,3 +605,30 @@ fn repeated_queries_come_from_the_cache_in_order_and_agree_with_the_model() {
         assert!(cos > 0.9999, "cos {cos}");
     }
 }
+
+/// A whole memory or query longer than the window is read by its prefix within it: the prefix
+/// embeds both as a stored text and as a query (each with its own prefix and special tokens),
+/// nearly fills the window, and a text that fits is returned whole.
+#[test]
+fn within_window_embeds_a_long_text_by_its_prefix_under_either_prefix() {
+    let models: Vec<&OnnxEmbedder> = [embedder(), e5()].into_iter().flatten().collect();
+    assert_eq!(
+        models.len(),
+        2,
+        "both models are fetched by the test command"
+    );
+    let chinese: String = "会议纪要：本周完成了预算审核，下周安排供应商评估。".repeat(40);
+    for m in models {
+        let window = m.content_window();
+        assert!(window < m.max_tokens(), "{window}");
+        for long in [prose(600), chinese.clone()] {
+            let head = m.within_window(&long).unwrap();
+            assert!(long.starts_with(head) && head.len() < long.len());
+            let n = m.content_tokens(head).unwrap();
+            assert!(n <= window && n + 8 >= window, "{n} of {window}");
+            assert_eq!(m.embed(&[head]).unwrap().len(), 1);
+            assert_eq!(m.embed_query(&[head]).unwrap().len(), 1);
+        }
+        assert_eq!(m.within_window("short text").unwrap(), "short text");
+    }
+}

@@ -225,13 +225,19 @@ impl HybridSearcher {
 
     /// A query's embedding ([`Embedder::embed_query`]: a model trained with a query prefix gets
     /// it, e.g. multilingual-e5's `query: `).
+    /// A query longer than the model's window is embedded by its prefix within it
+    /// ([`Embedder::within_window`]); the text leg searches it whole.
     pub fn embed_query_one(&self, text: &str) -> CoreResult<Vec<f32>> {
-        one(self.embedder.embed_query(&[text])?)
+        one(self
+            .embedder
+            .embed_query(&[self.embedder.within_window(text)?])?)
     }
 
     /// The embedding of one text that is stored and searched (a memory): [`Embedder::embed`].
+    /// A text longer than the model's window is embedded by its prefix within it
+    /// ([`Embedder::within_window`]); the text leg indexes it whole.
     pub fn embed_one(&self, text: &str) -> CoreResult<Vec<f32>> {
-        one(self.embedder.embed(&[text])?)
+        one(self.embedder.embed(&[self.embedder.within_window(text)?])?)
     }
 
     pub fn index_asset(&self, keys: IndexKeys, text: String) -> CoreResult<()> {
@@ -247,7 +253,10 @@ impl HybridSearcher {
         let model = self.embedder.info().tag();
         let mut entries = Vec::with_capacity(items.len());
         for chunk in items.chunks(EMBED_BATCH) {
-            let texts: Vec<&str> = chunk.iter().map(|(_, t)| t.as_str()).collect();
+            let texts: Vec<&str> = chunk
+                .iter()
+                .map(|(_, t)| self.embedder.within_window(t))
+                .collect::<CoreResult<_>>()?;
             let vectors = self.embedder.embed(&texts)?;
             if vectors.len() != texts.len() {
                 return Err(Error::EmbedCount {
