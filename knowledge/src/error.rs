@@ -11,6 +11,12 @@ pub enum Error {
     },
     #[error("document is {size} bytes, more than the limit of {limit}")]
     TooLarge { size: usize, limit: usize },
+    #[error("{field} is {len} characters; at most {limit} are accepted")]
+    TextTooLong {
+        field: &'static str,
+        len: usize,
+        limit: usize,
+    },
     #[error("the document cuts into more than {limit} chunks")]
     TooManyChunks { limit: usize },
     #[error("content is not valid UTF-8 (first bad byte at offset {offset})")]
@@ -38,7 +44,9 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::Validation { .. } | Error::InvalidUtf8 { .. } => ErrorCode::ValidationFailed,
-            Error::TooLarge { .. } | Error::TooManyChunks { .. } => ErrorCode::PayloadTooLarge,
+            Error::TooLarge { .. } | Error::TextTooLong { .. } | Error::TooManyChunks { .. } => {
+                ErrorCode::PayloadTooLarge
+            }
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
@@ -51,6 +59,11 @@ impl Error {
             Error::Validation { field, .. } => FieldError::new(*field).into(),
             Error::TooLarge { size, limit } => FieldError::new("content")
                 .with("size", size)
+                .limit(*limit)
+                .into(),
+            Error::TextTooLong { field, len, limit } => FieldError::new(*field)
+                .reason(registry_core::FieldReason::TooLarge)
+                .len(*len)
                 .limit(*limit)
                 .into(),
             Error::TooManyChunks { limit } => {

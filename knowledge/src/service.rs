@@ -68,6 +68,9 @@ impl Default for KnowledgeConfig {
     }
 }
 
+/// Longest `owner` a document names, in characters.
+pub const MAX_OWNER_CHARS: usize = 128;
+
 /// A document to ingest. Everything but `source_id`, `format` and `content` has a default:
 /// version = `sha256:` + 12 hex of the content, owner = the caller, authority = `reference`
 /// (for a new version of a document: the current version's), scope = the caller's tenant,
@@ -89,6 +92,8 @@ pub struct IngestRequest {
     pub content: String,
     pub effective_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// 1-128 characters, without control characters (default: the caller).
+    #[schemars(pattern(registry_core::text::LINE), length(min = 1, max = MAX_OWNER_CHARS))]
     pub owner: Option<String>,
     pub authority: Option<String>,
     #[serde(default, deserialize_with = "registry_core::wire::object_opt")]
@@ -97,6 +102,10 @@ pub struct IngestRequest {
     /// `public`, `internal` (default), `confidential`, `secret`: read only by keys cleared for it.
     pub sensitivity: Option<registry_core::Sensitivity>,
     /// Purposes the document may be served for (`X-Purpose`); default any.
+    #[schemars(
+        length(max = registry_core::asset::MAX_PURPOSES),
+        inner(pattern(registry_core::asset::PURPOSE_PATTERN))
+    )]
     pub purposes: Option<Vec<String>>,
     /// Retention: the retention job purges the document after this time. Independent of
     /// `expires_at`, after which it is only kept out of answers.
@@ -467,7 +476,10 @@ impl KnowledgeService {
             return Err(Error::Forbidden(format!("cannot write into scope {scope}")));
         }
         let owner = req.owner.unwrap_or_else(|| p.user.clone());
-        if owner.trim().is_empty() || owner.len() > 128 || owner.chars().any(char::is_control) {
+        if registry_core::text::is_blank(&owner)
+            || registry_core::text::over(&owner, MAX_OWNER_CHARS).is_some()
+            || owner.chars().any(char::is_control)
+        {
             return Err(Error::validation("owner", "owner must be 1-128 characters"));
         }
         // Nobody files a document in someone else's name but an admin of the scope.
@@ -478,6 +490,11 @@ impl KnowledgeService {
         }
         let purposes = req.purposes.unwrap_or_default();
         registry_core::asset::validate_purposes(&purposes)?;
+        if !p.may_restrict_to(&purposes) {
+            return Err(Error::Forbidden(
+                "purposes name a purpose the key does not hold".into(),
+            ));
+        }
         let effective_at = req.effective_at.unwrap_or_else(Utc::now);
         if req.expires_at.is_some_and(|e| e <= effective_at) {
             return Err(Error::validation(
@@ -800,11 +817,12 @@ impl KnowledgeService {
     /// Searches the chunks the principal may see and answers with evidence.
     pub fn search(&self, p: &Principal, req: SearchRequest) -> Result<SearchAnswer> {
         // Counted before trimming, as the document's `maxLength` counts.
-        if req.query.chars().count() > MAX_QUERY_CHARS {
-            return Err(Error::validation(
-                "query",
-                format!("query is over {MAX_QUERY_CHARS} characters"),
-            ));
+        if let Some(len) = registry_core::text::over(&req.query, MAX_QUERY_CHARS) {
+            return Err(Error::TextTooLong {
+                field: "query",
+                len,
+                limit: MAX_QUERY_CHARS,
+            });
         }
         let query = req.query.trim().to_string();
         if registry_core::text::is_blank(&query) {

@@ -31,7 +31,7 @@ pub enum Error {
     Rejected(Vec<Reason>),
     #[error("the idempotency key was used before with a different request")]
     IdempotencyKeyReused,
-    #[error("{field} is {len} bytes; at most {limit} are accepted")]
+    #[error("{field} is {len} characters; at most {limit} are accepted")]
     TooLarge {
         field: &'static str,
         len: usize,

@@ -88,12 +88,25 @@ pub enum LevelName {
     Task,
 }
 
+/// The contract's caps on a write's fields, counted in characters
+/// ([`registry_core::text::length`]) and published in the document as `maxLength` and
+/// `maxItems`: `content`.
+pub const MAX_CONTENT_CHARS: usize = 16 * 1024;
+/// `subject`, `attribute`, `speaker`, `session_label`.
+pub const MAX_FIELD_CHARS: usize = 256;
+/// `value`.
+pub const MAX_VALUE_CHARS: usize = 2048;
+/// Items of `entities`, `applicability` and `evidence` (each list).
+pub const MAX_LIST_ITEMS: usize = 64;
+/// Characters of one such item.
+pub const MAX_ITEM_CHARS: usize = 512;
+
 /// A write request. Unknown fields are refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     pub class: MemoryClass,
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_CONTENT_CHARS))]
     pub content: String,
     /// Default: `session` for working memory (`task` if only a task is set), `user` otherwise.
     #[serde(default)]
@@ -101,28 +114,36 @@ pub struct WriteRequest {
     #[serde(default = "default_source")]
     pub source: SourceKind,
     #[serde(default)]
+    #[schemars(length(max = MAX_FIELD_CHARS))]
     pub subject: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_FIELD_CHARS))]
     pub attribute: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_VALUE_CHARS))]
     pub value: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(max = MAX_ITEM_CHARS)))]
     pub entities: Vec<String>,
     /// Conditions under which the memory applies (e.g. `os=linux`).
     #[serde(default)]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(max = MAX_ITEM_CHARS)))]
     pub applicability: Vec<String>,
     /// References to the evidence (message ids, document ids, URLs). An item naming a
     /// registry asset the writer may read (`task:<id>`, `task:<id>#<seq>` for one of its
     /// events, `artifact:<id>`, or any asset's id) makes the memory cite it: deleting that
     /// asset (an artifact's task) flags the memory in the receipt.
     #[serde(default)]
+    #[schemars(length(max = MAX_LIST_ITEMS), inner(length(max = MAX_ITEM_CHARS)))]
     pub evidence: Vec<String>,
     #[serde(default)]
+    #[schemars(length(max = MAX_FIELD_CHARS))]
     pub speaker: Option<String>,
     /// When the conversation or event took place (dated multi-session memory).
     #[serde(default)]
     pub session_date: Option<DateTime<Utc>>,
     #[serde(default)]
+    #[schemars(length(max = MAX_FIELD_CHARS))]
     pub session_label: Option<String>,
     #[serde(default)]
     pub valid_from: Option<DateTime<Utc>>,
@@ -136,6 +157,10 @@ pub struct WriteRequest {
     pub sensitivity: Option<Sensitivity>,
     /// Purposes the memory may be served for (`X-Purpose`); empty: any.
     #[serde(default)]
+    #[schemars(
+        length(max = registry_core::asset::MAX_PURPOSES),
+        inner(pattern(registry_core::asset::PURPOSE_PATTERN))
+    )]
     pub purposes: Vec<String>,
 }
 
@@ -144,6 +169,51 @@ fn default_source() -> SourceKind {
 }
 
 impl WriteRequest {
+    /// What the contract's document says of a write, checked before anything else (and for
+    /// every item of a batch before any is written): the caps on each text, counted in
+    /// characters, and on each list (413 for a text over its cap, 422 for the rest), a content
+    /// that is not blank, and the purposes' names.
+    pub fn check_contract(&self) -> crate::Result<()> {
+        use crate::Error;
+        let too_large = |field: &'static str, v: Option<&str>, limit: usize| match v
+            .and_then(|v| registry_core::text::over(v, limit))
+        {
+            Some(len) => Err(Error::TooLarge { field, len, limit }),
+            None => Ok(()),
+        };
+        too_large("content", Some(&self.content), MAX_CONTENT_CHARS)?;
+        for (field, v) in [
+            ("subject", &self.subject),
+            ("attribute", &self.attribute),
+            ("speaker", &self.speaker),
+            ("session_label", &self.session_label),
+        ] {
+            too_large(field, v.as_deref(), MAX_FIELD_CHARS)?;
+        }
+        too_large("value", self.value.as_deref(), MAX_VALUE_CHARS)?;
+        if registry_core::text::is_blank(&self.content) {
+            return Err(Error::invalid("content", "content is empty"));
+        }
+        for (field, list) in [
+            ("entities", &self.entities),
+            ("applicability", &self.applicability),
+            ("evidence", &self.evidence),
+        ] {
+            if list.len() > MAX_LIST_ITEMS
+                || list
+                    .iter()
+                    .any(|e| registry_core::text::over(e, MAX_ITEM_CHARS).is_some())
+            {
+                return Err(Error::invalid(
+                    field,
+                    format!("at most {MAX_LIST_ITEMS} items of {MAX_ITEM_CHARS} characters"),
+                ));
+            }
+        }
+        registry_core::asset::validate_purposes(&self.purposes)?;
+        Ok(())
+    }
+
     /// The text the stored record will be embedded by (as [`MemoryBody::embed_text`]).
     pub fn index_text(&self) -> String {
         match &self.speaker {

@@ -25,6 +25,9 @@ use crate::service::{MemoryService, SERVABLE, index_keys};
 pub use crate::weights::{Breakdown, WEIGHTS};
 use crate::{Error, Result};
 
+/// Longest search query, in characters.
+pub const MAX_QUERY_CHARS: usize = 4096;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchFilters {
@@ -45,7 +48,7 @@ pub struct SearchFilters {
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "MemorySearchRequest")]
 pub struct SearchRequest {
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_QUERY_CHARS))]
     pub query: String,
     /// Empty: every class.
     #[serde(default)]
@@ -112,11 +115,11 @@ impl MemoryService {
         if registry_core::text::is_blank(&req.query) {
             return Err(Error::invalid("query", "query is empty"));
         }
-        if req.query.len() > self.limits.max_query_bytes {
+        if let Some(len) = registry_core::text::over(&req.query, MAX_QUERY_CHARS) {
             return Err(Error::TooLarge {
                 field: "query",
-                len: req.query.len(),
-                limit: self.limits.max_query_bytes,
+                len,
+                limit: MAX_QUERY_CHARS,
             });
         }
         let now = Utc::now();

@@ -28,17 +28,10 @@ use crate::{Error, Result};
 /// Where usage counters live (the core's trait; every store implements it).
 pub use registry_core::usage::UsageStore as StatsStore;
 
-/// Limits applied before the gate. Every free-text field has one.
+/// Policies of the service that are not part of the wire contract (the contract's caps on a
+/// write's fields are the constants in [`crate::record`], published as `maxLength`/`maxItems`).
 #[derive(Debug, Clone)]
 pub struct Limits {
-    pub max_content_bytes: usize,
-    /// `subject`, `attribute`, `speaker`, `session_label`.
-    pub max_field_bytes: usize,
-    pub max_value_bytes: usize,
-    /// Items of `entities`, `applicability`, `evidence` (each list) and bytes per item.
-    pub max_list_items: usize,
-    pub max_item_bytes: usize,
-    pub max_query_bytes: usize,
     pub default_working_ttl_secs: u64,
     /// Writes kept on one record by merging; a further duplicate is stored as its own record.
     pub max_merges: usize,
@@ -47,12 +40,6 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_content_bytes: 16 * 1024,
-            max_field_bytes: 256,
-            max_value_bytes: 2048,
-            max_list_items: 64,
-            max_item_bytes: 512,
-            max_query_bytes: 4096,
             default_working_ttl_secs: 24 * 3600,
             max_merges: 32,
         }
@@ -100,8 +87,8 @@ pub enum Outcome {
 /// inputs).
 pub const MAX_SECOND_OPINION_FIELDS: usize = 4;
 
-/// Longest `task` a feedback names.
-pub const MAX_FEEDBACK_TASK_BYTES: usize = 256;
+/// Longest `task` a feedback names, in characters.
+pub const MAX_FEEDBACK_TASK_CHARS: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +96,7 @@ pub struct FeedbackRequest {
     pub outcome: Outcome,
     /// The task in which the memory helped or harmed (the audit log keeps its hash only).
     #[serde(default)]
+    #[schemars(length(max = MAX_FEEDBACK_TASK_CHARS))]
     pub task: Option<String>,
 }
 
@@ -346,31 +334,7 @@ impl MemoryService {
     }
 
     fn validate(&self, req: &WriteRequest) -> Result<()> {
-        let l = &self.limits;
-        let too_large = |field: &'static str, len: usize, limit: usize| {
-            if len > limit {
-                Err(Error::TooLarge { field, len, limit })
-            } else {
-                Ok(())
-            }
-        };
-        too_large("content", req.content.len(), l.max_content_bytes)?;
-        for (field, v) in [
-            ("subject", &req.subject),
-            ("attribute", &req.attribute),
-            ("speaker", &req.speaker),
-            ("session_label", &req.session_label),
-        ] {
-            too_large(field, v.as_ref().map_or(0, String::len), l.max_field_bytes)?;
-        }
-        too_large(
-            "value",
-            req.value.as_ref().map_or(0, String::len),
-            l.max_value_bytes,
-        )?;
-        if registry_core::text::is_blank(&req.content) {
-            return Err(Error::invalid("content", "content is empty"));
-        }
+        req.check_contract()?;
         if req.subject.is_some() != req.attribute.is_some() {
             return Err(Error::invalid(
                 "subject",
@@ -383,27 +347,11 @@ impl MemoryService {
                 "a value needs a subject and attribute",
             ));
         }
-        for (field, list) in [
-            ("entities", &req.entities),
-            ("applicability", &req.applicability),
-            ("evidence", &req.evidence),
-        ] {
-            if list.len() > l.max_list_items || list.iter().any(|e| e.len() > l.max_item_bytes) {
-                return Err(Error::invalid(
-                    field,
-                    format!(
-                        "at most {} items of {} bytes",
-                        l.max_list_items, l.max_item_bytes
-                    ),
-                ));
-            }
-        }
         if let (Some(a), Some(b)) = (req.valid_from, req.valid_to)
             && b < a
         {
             return Err(Error::invalid("valid_to", "valid_to is before valid_from"));
         }
-        registry_core::asset::validate_purposes(&req.purposes)?;
         Ok(())
     }
 
@@ -484,6 +432,12 @@ impl MemoryService {
             return Err(Error::Forbidden {
                 message: why.clone(),
                 reasons: vec![Reason::new(ReasonCode::ScopeNotPermitted, why)],
+            });
+        }
+        if !p.may_restrict_to(&req.purposes) {
+            return Err(Error::Forbidden {
+                message: "purposes name a purpose the key does not hold".into(),
+                reasons: vec![],
             });
         }
         let idem =
@@ -1223,15 +1177,15 @@ impl MemoryService {
                 reasons: vec![],
             });
         }
-        if req
+        if let Some(len) = req
             .task
-            .as_ref()
-            .is_some_and(|t| t.len() > MAX_FEEDBACK_TASK_BYTES)
+            .as_deref()
+            .and_then(|t| registry_core::text::over(t, MAX_FEEDBACK_TASK_CHARS))
         {
             return Err(Error::TooLarge {
                 field: "task",
-                len: req.task.as_ref().map_or(0, String::len),
-                limit: MAX_FEEDBACK_TASK_BYTES,
+                len,
+                limit: MAX_FEEDBACK_TASK_CHARS,
             });
         }
         let rec = self.visible(p, id)?;

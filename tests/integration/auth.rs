@@ -323,3 +323,57 @@ fn an_mcp_session_answers_only_the_key_that_opened_it() {
         "the owner's call ran in its session"
     );
 }
+
+/// A key restricts what it writes only to purposes it holds, on every door that takes
+/// `purposes` (a memory write, one in a batch, a document): planting a record that is then
+/// served only for a purpose the writer cannot name is refused with 403, and nothing is kept.
+#[test]
+fn a_writer_restricts_a_record_only_to_purposes_its_key_holds() {
+    let app = TestApp::start();
+    let hana = app.key_with("acme", "hana", &["writer", "ingest"], |c| {
+        c.purposes = vec!["hr".into()];
+    });
+    let fact = |purposes: Value| {
+        json!({"class": "semantic", "content": "Parental leave requests go to the people team.",
+               "purposes": purposes})
+    };
+    assert_error(
+        call(app.post(&hana, "/v1/memories", &fact(json!(["finance"])))),
+        403,
+        "FORBIDDEN",
+    );
+    assert_error(
+        call(app.post(&hana, "/v1/memories", &fact(json!(["hr", "finance"])))),
+        403,
+        "FORBIDDEN",
+    );
+    let (s, b) = call(app.post(
+        &hana,
+        "/v1/memories/batch",
+        &json!({"memories": [fact(json!(["finance"]))]}),
+    ));
+    assert_eq!(s, 200, "{b}");
+    assert_eq!(b["results"][0]["error"]["code"], "FORBIDDEN", "{b}");
+    assert_error(
+        call(app.post(
+            &hana,
+            "/v1/knowledge/documents",
+            &json!({"source_id": "pay.md", "format": "md", "purposes": ["finance"],
+                    "content": LEAVE}),
+        )),
+        403,
+        "FORBIDDEN",
+    );
+    // The purpose the key holds is accepted, and read back under it.
+    let (s, m) = call(app.post(&hana, "/v1/memories", &fact(json!(["hr"]))));
+    assert_eq!(s, 200, "{m}");
+    let id = m["id"].as_str().unwrap();
+    let (s, _) = call(
+        app.get(&hana, &format!("/v1/memories/{id}"))
+            .header("X-Purpose", "hr"),
+    );
+    assert_eq!(s, 200);
+    let (s, listed) = call(app.get(&hana, "/v1/knowledge/documents"));
+    assert_eq!(s, 200);
+    assert!(!listed.to_string().contains("pay.md"), "{listed}");
+}

@@ -364,7 +364,15 @@ fn schemathesis_finds_nothing() {
     // A feed stream ends after two seconds (the client reconnects), so that schemathesis, which
     // reads a whole answer, reads the stream's events and goes on.
     let app = TestApp::start_with(|c| c.webhooks.max_stream_secs = 2);
-    let admin = app.key("acme", "ann", &["writer", "reviewer", "admin"], &[]);
+    // The key holds one purpose (an admin key made without `--purpose` holds all). A record
+    // restricted to purposes is served only under `X-Purpose`, which a stateful run does not
+    // send on the read that follows a write; a key restricts what it writes only to purposes it
+    // holds, so the restricted writes schemathesis generates are refused (403) rather than kept
+    // and then answered 404 by a read without the header.
+    let admin = app.key_with("acme", "ann", &["writer", "reviewer", "admin"], |c| {
+        c.clearance = Some("secret".into());
+        c.purposes = vec!["contract".into()];
+    });
     // Something to find, so that reads answer with bodies and not only 404s.
     let (s, b) = call(app.post(
         &admin,
@@ -426,4 +434,135 @@ fn schemathesis_finds_nothing() {
         "schemathesis found failures at seed {seed}:\n{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A text's length is counted in characters, as the document's `maxLength` counts: at its
+/// documented cap in Chinese (three bytes a character), in letters with combining marks, or in
+/// short words (far more tokens than the embedding model's window: a memory or a query is
+/// embedded by its prefix within the window) it is accepted through each door, and one
+/// character more is refused with 413 naming the field and its length in characters. The cap is read from the served document, so the
+/// document and the server are held to the same figure.
+#[test]
+fn a_text_at_its_documented_max_length_in_any_script_is_accepted_and_one_more_is_refused() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer", "reader"], &[]);
+    let (s, doc) = call(app.client.get(app.url("/openapi.json")));
+    assert_eq!(s, 200);
+    let cap = |schema: &str, field: &str| -> usize {
+        let m = &doc["components"]["schemas"][schema]["properties"][field]["maxLength"];
+        m.as_u64()
+            .unwrap_or_else(|| panic!("{schema}.{field} has no maxLength"))
+            .try_into()
+            .unwrap()
+    };
+    // "记" is three bytes; "ö" written as o + U+0308 is two characters of three bytes.
+    let cjk = |n: usize| "记".repeat(n);
+    let marks = |n: usize| {
+        let mut t = "o\u{308}".repeat(n / 2);
+        if n % 2 == 1 {
+            t.push('a');
+        }
+        t
+    };
+    // Words of a few letters each: many more tokens than the model's window of 256.
+    let words = |n: usize| -> String {
+        let mut t: String = (0..n).map(|i| format!("w{} ", i % 1000)).collect();
+        t.truncate(n);
+        t.replace_range(n - 1.., "x");
+        t
+    };
+    type Body = Box<dyn Fn(&str) -> (&'static str, Value)>;
+    let doors: Vec<(&str, &str, Body)> = vec![
+        (
+            "WriteRequest",
+            "content",
+            Box::new(|t| ("/v1/memories", json!({"class": "semantic", "content": t}))),
+        ),
+        (
+            "KnowledgeSearchRequest",
+            "query",
+            Box::new(|t| ("/v1/knowledge/search", json!({"query": t}))),
+        ),
+        (
+            "RetrieveBody",
+            "query",
+            Box::new(|t| ("/v1/retrieve", json!({"query": t}))),
+        ),
+        (
+            "WriteRequest",
+            "subject",
+            Box::new(|t| {
+                let body = json!({"class": "semantic", "content": "The team uses the shared calendar.",
+                                  "subject": t, "attribute": "calendar"});
+                ("/v1/memories", body)
+            }),
+        ),
+        (
+            "MemorySearchRequest",
+            "query",
+            Box::new(|t| ("/v1/memories/search", json!({"query": t}))),
+        ),
+        (
+            "CreateTask",
+            "goal",
+            Box::new(|t| ("/v1/tasks", json!({"goal": t}))),
+        ),
+        (
+            "PackRequest",
+            "phase",
+            Box::new(|t| {
+                (
+                    "/v1/context",
+                    json!({"goal": "Plan the week.", "budget": 500, "phase": t}),
+                )
+            }),
+        ),
+    ];
+    for (schema, field, body) in &doors {
+        let max = cap(schema, field);
+        for text in [cjk(max), marks(max), words(max)] {
+            assert_eq!(text.chars().count(), max);
+            let (path, b) = body(&text);
+            let (s, out) = call(app.post(&ann, path, &b));
+            assert!(
+                (200..300).contains(&s),
+                "{path} {field} of {max} characters ({} bytes): {s} {out}",
+                text.len()
+            );
+        }
+        let (path, b) = body(&cjk(max + 1));
+        let (s, out) = call(app.post(&ann, path, &b));
+        assert_eq!(s, 413, "{path} {field} of {} characters: {out}", max + 1);
+        assert_eq!(out["error"]["details"]["field"], *field, "{out}");
+        assert_eq!(out["error"]["details"]["len"], max + 1, "{out}");
+        assert_eq!(out["error"]["details"]["limit"], max, "{out}");
+    }
+}
+
+/// A batch whose item the document refuses (a text over its cap) is refused whole, naming the
+/// item and its field, and writes nothing: the items before it are not committed either.
+#[test]
+fn a_batch_with_an_item_over_a_documented_cap_is_refused_whole_and_writes_nothing() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer", "reader"], &[]);
+    let over = "值".repeat(2049);
+    let items = json!({"memories": [
+        {"class": "semantic", "content": "The build server restarts at midnight."},
+        {"class": "semantic", "content": "The deploy window is Tuesday.",
+         "subject": "deploy", "attribute": "window", "value": over},
+    ]});
+    let (s, out) = call(app.post(&ann, "/v1/memories/batch", &items));
+    assert_eq!(s, 413, "{out}");
+    assert_eq!(
+        out["error"]["details"]["field"], "memories[1].value",
+        "{out}"
+    );
+    assert_eq!(out["error"]["details"]["len"], 2049, "{out}");
+    let (s, found) = call(app.post(
+        &ann,
+        "/v1/memories/search",
+        &json!({"query": "build server restarts at midnight"}),
+    ));
+    assert_eq!(s, 200, "{found}");
+    assert_eq!(found["hits"].as_array().map(Vec::len), Some(0), "{found}");
 }

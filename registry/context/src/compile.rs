@@ -25,10 +25,10 @@ use crate::error::{Error, Result};
 
 /// Largest budget a pack may ask for.
 pub const MAX_BUDGET: usize = 200_000;
-/// Longest goal, query and fixed rule, in bytes.
-pub const MAX_TEXT_BYTES: usize = 4096;
-/// Longest phase, in bytes.
-pub const MAX_PHASE_BYTES: usize = 128;
+/// Longest goal, query and fixed rule, in characters (the document's `maxLength`).
+pub const MAX_TEXT_CHARS: usize = 4096;
+/// Longest phase, in characters.
+pub const MAX_PHASE_CHARS: usize = 128;
 /// Most fixed rules one pack may carry.
 pub const MAX_FIXED_RULES: usize = 50;
 /// Below this many tokens left, a long evidence chunk is omitted rather than truncated.
@@ -94,21 +94,25 @@ impl Default for LayerLimits {
 #[serde(deny_unknown_fields)]
 pub struct PackRequest {
     /// The task's goal; part of the fixed zone.
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_TEXT_CHARS))]
     pub goal: String,
     /// The task's phase (e.g. `plan`, `execute`, `review`); part of the fixed zone.
     #[serde(default)]
+    #[schemars(length(max = MAX_PHASE_CHARS))]
     pub phase: Option<String>,
     /// Token budget for the whole pack (1 ..= 200,000).
     #[schemars(range(min = 1, max = MAX_BUDGET))]
     pub budget: usize,
     /// Rules that must be present verbatim; part of the fixed zone, never cut.
     #[serde(default)]
-    #[schemars(length(max = MAX_FIXED_RULES), inner(pattern(registry_core::text::NOT_BLANK)))]
+    #[schemars(
+        length(max = MAX_FIXED_RULES),
+        inner(pattern(registry_core::text::NOT_BLANK), length(max = MAX_TEXT_CHARS))
+    )]
     pub fixed_rules: Vec<String>,
     /// What to retrieve with (default: the goal).
     #[serde(default)]
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_TEXT_CHARS))]
     pub query: Option<String>,
     /// Sources to draw on (default: all four).
     #[serde(default)]
@@ -600,32 +604,15 @@ fn validate(req: &PackRequest) -> Result<()> {
         Err(Error::validation(msg)
             .with_details(FieldError::new(field).reason(FieldReason::Invalid)))
     };
-    let too_large = |field: &str, len: usize, limit: usize| -> Result<()> {
-        if len > limit {
-            return Err(Error::new(
-                ErrorCode::PayloadTooLarge,
-                format!("{field} is {len} bytes; at most {limit} are accepted"),
-            )
-            .with_details(
-                FieldError::new(field)
-                    .reason(FieldReason::TooLarge)
-                    .len(len)
-                    .limit(limit),
-            ));
+    let too_large = |field: &str, text: Option<&str>, limit: usize| -> Result<()> {
+        match text.and_then(|t| registry_core::text::over(t, limit)) {
+            Some(len) => Err(registry_core::text::too_long(field, len, limit).into()),
+            None => Ok(()),
         }
-        Ok(())
     };
-    too_large("goal", req.goal.len(), MAX_TEXT_BYTES)?;
-    too_large(
-        "query",
-        req.query.as_ref().map_or(0, String::len),
-        MAX_TEXT_BYTES,
-    )?;
-    too_large(
-        "phase",
-        req.phase.as_ref().map_or(0, String::len),
-        MAX_PHASE_BYTES,
-    )?;
+    too_large("goal", Some(&req.goal), MAX_TEXT_CHARS)?;
+    too_large("query", req.query.as_deref(), MAX_TEXT_CHARS)?;
+    too_large("phase", req.phase.as_deref(), MAX_PHASE_CHARS)?;
     // A count over its cap is invalid input (422, like a batch of 101), not a body too large.
     if req.fixed_rules.len() > MAX_FIXED_RULES {
         return Err(Error::validation(format!(
@@ -640,7 +627,7 @@ fn validate(req: &PackRequest) -> Result<()> {
         ));
     }
     for r in &req.fixed_rules {
-        too_large("fixed_rules", r.len(), MAX_TEXT_BYTES)?;
+        too_large("fixed_rules", Some(r), MAX_TEXT_CHARS)?;
     }
     if registry_core::text::is_blank(&req.goal) {
         return bad("goal", "goal is empty".into());

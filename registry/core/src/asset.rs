@@ -320,12 +320,14 @@ impl AssetMeta {
 /// Most purposes one asset may name.
 pub const MAX_PURPOSES: usize = 16;
 
-/// Purposes are short names (`support`, `hr`, `billing`): 1-64 chars of `[a-z0-9_.-]`, at most
-/// [`MAX_PURPOSES`].
+/// The JSON Schema pattern of one purpose, as [`validate_purposes`] checks it.
+pub const PURPOSE_PATTERN: &str = "^[a-z0-9_.-]{1,64}$";
+
+/// Purposes are short names (`support`, `hr`, `billing`): 1-64 chars of `[a-z0-9_.-]`
+/// ([`PURPOSE_PATTERN`]), at most [`MAX_PURPOSES`].
 pub fn validate_purposes(purposes: &[String]) -> CoreResult<()> {
     let ok = |p: &String| {
-        !p.is_empty()
-            && p.len() <= 64
+        (1..=64).contains(&p.len())
             && p.chars().all(|c| {
                 c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
             })

@@ -195,6 +195,12 @@ impl Principal {
             .any(|p| p == purpose || p == ALL_PURPOSES)
     }
 
+    /// Whether the key may restrict an asset it writes to `purposes`: it holds each of them
+    /// (a key writes nothing it could not then read for the purpose it names).
+    pub fn may_restrict_to(&self, purposes: &[String]) -> bool {
+        purposes.iter().all(|p| self.holds_purpose(p))
+    }
+
     /// The principal's own position: tenant / project / user / session / task.
     pub fn scope(&self) -> Scope {
         Scope {

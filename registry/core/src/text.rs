@@ -17,6 +17,38 @@ pub const NO_NUL: &str = "^[^\\u0000]*$";
 /// [`NOT_BLANK`] and [`NO_NUL`] together: one character that is not white space, and no NUL.
 pub const NOT_BLANK_NO_NUL: &str = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$";
 
+/// The length of a text as the contract counts it: characters (Unicode scalar values), as
+/// JSON Schema's `maxLength` does, never bytes. Every cap the server applies to a text field is
+/// counted this way and published as that field's `maxLength`, so a text the document allows is
+/// never refused for its size (a CJK character is three bytes, a combining mark two).
+pub fn length(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `Some(length)` when `s` holds more than `max` characters ([`length`]); `None` otherwise. A
+/// text of at most `max` bytes is within it without counting.
+pub fn over(s: &str, max: usize) -> Option<usize> {
+    if s.len() <= max {
+        return None;
+    }
+    let n = length(s);
+    (n > max).then_some(n)
+}
+
+/// The refusal of a text over its cap: 413 `PAYLOAD_TOO_LARGE` naming the field, its length
+/// in characters and the cap (`details.reason: too_large`).
+pub fn too_long(field: &str, len: usize, limit: usize) -> CoreError {
+    CoreError::Coded {
+        code: crate::ErrorCode::PayloadTooLarge,
+        message: format!("{field} is {len} characters; at most {limit} are accepted"),
+        details: FieldError::new(field)
+            .reason(FieldReason::TooLarge)
+            .len(len)
+            .limit(limit)
+            .into(),
+    }
+}
+
 /// A text is blank when it holds nothing but white space as JSON Schema patterns read `\s`
 /// (ECMA-262: tab, line feed, vertical tab, form feed, carriage return, space, U+00A0, U+1680,
 /// U+2000–U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF), so that this and the
@@ -39,7 +71,19 @@ pub fn is_blank(s: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_blank;
+    use super::{is_blank, over};
+
+    #[test]
+    fn length_counts_characters_not_bytes() {
+        assert_eq!(over("abc", 3), None);
+        assert_eq!(over("abcd", 3), Some(4));
+        // Three CJK characters are nine bytes and three characters.
+        assert_eq!(over("报告书", 3), None);
+        assert_eq!(over("报告书们", 3), Some(4));
+        // A letter with two combining marks is three characters.
+        assert_eq!(over("o\u{335}\u{31e}", 2), Some(3));
+        assert_eq!(over("", 0), None);
+    }
 
     #[test]
     fn blank_is_what_a_json_schema_pattern_reads_as_white_space() {

@@ -35,8 +35,7 @@ impl Default for DraftPolicy {
     }
 }
 
-/// Longest memory id accepted in `memory_ids`.
-const MAX_ID_BYTES: usize = 128;
+use registry_skills::drafts::MAX_MEMORY_ID_CHARS;
 
 /// A draft made from memories: the version and the evidence it names.
 #[derive(Debug)]
@@ -75,10 +74,12 @@ impl Services {
         let mut sources: Vec<ProcedureSource> = Vec::with_capacity(n);
         let mut project: Option<String> = None;
         for (i, id) in req.memory_ids.iter().enumerate() {
-            if id.len() > MAX_ID_BYTES || req.memory_ids[..i].contains(id) {
+            if registry_core::text::over(id, MAX_MEMORY_ID_CHARS).is_some()
+                || req.memory_ids[..i].contains(id)
+            {
                 return Err(invalid(
                     &format!("memory_ids[{i}]"),
-                    "each memory id once, at most 128 bytes",
+                    format!("each memory id once, at most {MAX_MEMORY_ID_CHARS} characters"),
                 ));
             }
             let src = self.procedure(p, i, id)?;

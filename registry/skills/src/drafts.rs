@@ -22,6 +22,8 @@ use crate::service::SkillsService;
 pub const MAX_DRAFT_SOURCES: usize = 20;
 /// Longest description a draft may be given (the Agent Skills limit).
 pub const MAX_DRAFT_DESCRIPTION_CHARS: usize = 1024;
+/// Longest memory id a draft names, in characters.
+pub const MAX_MEMORY_ID_CHARS: usize = 128;
 
 /// `POST /v1/skills/drafts/from-memory`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -30,7 +32,7 @@ pub const MAX_DRAFT_DESCRIPTION_CHARS: usize = 1024;
 pub struct DraftFromMemoryRequest {
     /// The procedural memories the skill is made from, in the order the procedure follows
     /// (1-20, each once).
-    #[schemars(length(min = 1, max = 20))]
+    #[schemars(length(min = 1, max = 20), inner(length(max = MAX_MEMORY_ID_CHARS)))]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 20))]
     pub memory_ids: Vec<String>,
     /// The skill's name (Agent Skills rules: 1-64 of `a-z0-9-`).

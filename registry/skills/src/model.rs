@@ -12,6 +12,25 @@ use skills_sdk::{FileRecord, Manifest};
 use crate::error::{Error, Result};
 use crate::lifecycle::LifecycleState;
 
+/// Longest note of a lifecycle step (a waiver's or an override's reason, a deprecation's
+/// message and replacement, a yank's reason), in characters.
+pub const MAX_NOTE_CHARS: usize = 1000;
+/// Longest review comment, in characters.
+pub const MAX_REVIEW_COMMENT_CHARS: usize = 2000;
+
+/// Largest test log one result may carry, in characters (256 Ki).
+pub const MAX_TEST_LOG_CHARS: usize = 256 * 1024;
+/// Most results one test run may carry (one per declared test).
+pub const MAX_TEST_RESULTS: usize = 100;
+
+// utoipa's `max_length`/`max_items` take literals: the document's figures above are these.
+const _: () = assert!(
+    MAX_NOTE_CHARS == 1000
+        && MAX_REVIEW_COMMENT_CHARS == 2000
+        && MAX_TEST_LOG_CHARS == 262_144
+        && MAX_TEST_RESULTS == 100
+);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -22,11 +41,12 @@ pub struct TestResult {
     pub duration_ms: u64,
     /// `sha256:<hex>` of the captured output.
     pub log_digest: String,
-    /// The captured output itself (UTF-8, at most 256 KiB): stored as a blob under
+    /// The captured output itself (UTF-8, at most 256 Ki characters): stored as a blob under
     /// `log_digest` in the version's tenant, readable by the scope's reviewers, testers and
     /// admins, purged with the version. It must hash to `log_digest`.
     #[serde(default, skip_serializing)]
-    #[schemars(length(max = 262144))]
+    #[schemars(length(max = MAX_TEST_LOG_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 262144))]
     pub log: Option<String>,
     /// Whether the log was uploaded and is stored (answers only).
     #[serde(default)]
@@ -160,7 +180,8 @@ pub struct ScanOverride {
 #[serde(deny_unknown_fields)]
 pub struct ScanOverrideRequest {
     /// Why the failing scan is overridden (at most 1,000 characters).
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_NOTE_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
     pub reason: String,
 }
 
@@ -258,6 +279,8 @@ pub struct TestResultsRequest {
     /// The digest the tests ran against; must be the version's digest.
     pub digest: String,
     #[serde(deserialize_with = "registry_core::wire::objects")]
+    #[schemars(length(max = MAX_TEST_RESULTS))]
+    #[cfg_attr(feature = "openapi", schema(max_items = 100))]
     pub results: Vec<TestResult>,
 }
 
@@ -267,6 +290,8 @@ pub struct TestResultsRequest {
 pub struct ReviewRequest {
     pub decision: Decision,
     #[serde(default)]
+    #[schemars(length(max = MAX_REVIEW_COMMENT_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 2000))]
     pub comment: String,
 }
 
@@ -274,9 +299,12 @@ pub struct ReviewRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DeprecateRequest {
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_NOTE_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
     pub message: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
     pub replacement: Option<String>,
 }
 
@@ -285,6 +313,8 @@ pub struct DeprecateRequest {
 #[serde(deny_unknown_fields)]
 pub struct YankRequest {
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
     pub reason: Option<String>,
 }
 

@@ -30,17 +30,18 @@ use crate::publish::{Pointer, step};
 use crate::resolve::reload;
 use crate::service::{SkillsService, check_note, lock_skill, parse_digest};
 
-/// Largest test log one result may carry, in bytes.
-pub const MAX_TEST_LOG_BYTES: usize = 256 * 1024;
-/// Most results one test run may carry (one per declared test).
-pub const MAX_TEST_RESULTS: usize = 100;
+pub use crate::model::{MAX_TEST_LOG_CHARS, MAX_TEST_RESULTS};
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TestWaiverRequest {
     /// Why the version may go without a test (at most 1,000 characters).
-    #[schemars(pattern(registry_core::text::NOT_BLANK))]
+    #[schemars(
+        pattern(registry_core::text::NOT_BLANK),
+        length(max = crate::model::MAX_NOTE_CHARS)
+    )]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
     pub reason: String,
 }
 
@@ -193,15 +194,16 @@ fn take_results(
         let d = parse_digest(&r.log_digest)?;
         r.log_stored = false;
         let Some(log) = r.log.take() else { continue };
-        if log.len() > MAX_TEST_LOG_BYTES {
+        if let Some(len) = registry_core::text::over(&log, MAX_TEST_LOG_CHARS) {
             return Err(Error::new(
                 ErrorCode::PayloadTooLarge,
-                format!("a test log is at most {MAX_TEST_LOG_BYTES} bytes"),
+                format!("a test log is at most {MAX_TEST_LOG_CHARS} characters"),
             )
             .with_details(
                 FieldError::new(format!("results[{i}].log"))
                     .reason(FieldReason::TooLarge)
-                    .limit(MAX_TEST_LOG_BYTES),
+                    .len(len)
+                    .limit(MAX_TEST_LOG_CHARS),
             ));
         }
         let hex = registry_core::hash::sha256_hex(log.as_bytes());

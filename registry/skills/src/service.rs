@@ -229,8 +229,7 @@ pub(crate) fn digest_hex(d: &str) -> String {
     d.trim_start_matches("sha256:").to_string()
 }
 
-/// Longest deprecation message and yank reason.
-pub const MAX_NOTE_CHARS: usize = 1000;
+pub use crate::model::MAX_NOTE_CHARS;
 
 /// Free text on a lifecycle step: bounded, one line.
 pub(crate) fn check_note(field: &str, v: Option<&str>) -> Result<()> {

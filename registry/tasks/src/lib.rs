@@ -10,10 +10,11 @@ pub use wire::*;
 /// The working layer's limits (README "Security"): each is checked before any work, with a
 /// stable refusal code.
 pub mod limits {
-    /// Longest goal, acceptance and next step, in bytes.
-    pub const MAX_GOAL_BYTES: usize = 4096;
-    /// Longest event content and summary, in bytes (as a memory's content).
-    pub const MAX_EVENT_BYTES: usize = 16 * 1024;
+    /// Longest goal, acceptance and next step, in characters (every text cap here counts
+    /// characters, as the document's `maxLength` does).
+    pub const MAX_GOAL_CHARS: usize = 4096;
+    /// Longest event content and summary, in characters (as a memory's content).
+    pub const MAX_EVENT_CHARS: usize = 16 * 1024;
     /// Longest event id, actor and `caused_by`, in characters.
     pub const MAX_ID_CHARS: usize = 128;
     /// Most events one append carries.
@@ -26,8 +27,8 @@ pub mod limits {
     pub const MAX_ARTIFACT_BYTES: usize = 8 * 1024 * 1024;
     /// Longest artifact name (1-200 of `[A-Za-z0-9._-]`) and media type, in bytes.
     pub const MAX_NAME_BYTES: usize = 200;
-    /// Longest artifact summary and checkpoint label, in bytes.
-    pub const MAX_LABEL_BYTES: usize = 256;
+    /// Longest artifact summary and checkpoint label, in characters.
+    pub const MAX_LABEL_CHARS: usize = 256;
     /// Most artifacts one task holds.
     pub const MAX_TASK_ARTIFACTS: usize = 1000;
     /// Most lines one line range answers.

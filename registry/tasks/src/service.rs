@@ -84,10 +84,10 @@ fn check_line(field: &str, v: &str, max: usize) -> CoreResult<()> {
 }
 
 fn check_text(field: &str, v: &str, max: usize) -> CoreResult<()> {
-    if v.len() > max {
-        return Err(too_large(field, v.len(), max));
+    match registry_core::text::over(v, max) {
+        Some(len) => Err(registry_core::text::too_long(field, len, max)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses a credential or a financial or national identifier in `text` (the write gate's
@@ -215,12 +215,12 @@ impl TaskService {
     }
 
     pub fn create(&self, p: &Principal, req: CreateTask) -> CoreResult<TaskView> {
-        check_text("goal", &req.goal, MAX_GOAL_BYTES)?;
+        check_text("goal", &req.goal, MAX_GOAL_CHARS)?;
         if registry_core::text::is_blank(&req.goal) {
             return Err(invalid("goal", FieldReason::Invalid, "goal is blank"));
         }
         if let Some(a) = &req.acceptance {
-            check_text("acceptance", a, MAX_GOAL_BYTES)?;
+            check_text("acceptance", a, MAX_GOAL_CHARS)?;
         }
         screen("goal", &req.goal)?;
         if let Some(a) = &req.acceptance {
@@ -305,7 +305,7 @@ impl TaskService {
     /// a new next step (audited `task.update`).
     pub fn update(&self, p: &Principal, id: &str, req: UpdateTask) -> CoreResult<TaskView> {
         if let Some(n) = &req.next_step {
-            check_text("next_step", n, MAX_GOAL_BYTES)?;
+            check_text("next_step", n, MAX_GOAL_CHARS)?;
             screen("next_step", n)?;
         }
         let head = self.load_for_change(p, id)?;
@@ -439,7 +439,7 @@ impl TaskService {
         if let Some(a) = &e.artifact {
             check_line(&f("artifact"), a, MAX_ID_CHARS)?;
         }
-        check_text(&f("content"), &e.content, MAX_EVENT_BYTES)?;
+        check_text(&f("content"), &e.content, MAX_EVENT_CHARS)?;
         let flags = screen(&f("content"), &e.content)?;
         Ok(NewEvent {
             client_id: e.id.clone(),
@@ -512,7 +512,7 @@ impl TaskService {
         let media_type = media_type.unwrap_or("application/octet-stream");
         check_line("media_type", media_type, MAX_NAME_BYTES)?;
         if let Some(s) = summary {
-            check_text("summary", s, MAX_LABEL_BYTES)?;
+            check_text("summary", s, MAX_LABEL_CHARS)?;
             screen("summary", s)?;
         }
         let task = self.load_for_change(p, id)?;
@@ -649,7 +649,7 @@ impl TaskService {
     /// A compaction summary of events `from_seq ..= to_seq`: the range must hold events, and
     /// the hash of what it covers is recorded beside it.
     pub fn summarize(&self, p: &Principal, id: &str, req: SummaryRequest) -> CoreResult<TaskMark> {
-        check_text("content", &req.content, MAX_EVENT_BYTES)?;
+        check_text("content", &req.content, MAX_EVENT_CHARS)?;
         if registry_core::text::is_blank(&req.content) {
             return Err(invalid("content", FieldReason::Invalid, "content is blank"));
         }
@@ -721,7 +721,7 @@ impl TaskService {
         req: CheckpointRequest,
     ) -> CoreResult<TaskMark> {
         if let Some(l) = &req.label {
-            check_text("label", l, MAX_LABEL_BYTES)?;
+            check_text("label", l, MAX_LABEL_CHARS)?;
             screen("label", l)?;
         }
         self.load_for_change(p, id)?;

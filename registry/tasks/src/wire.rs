@@ -46,11 +46,11 @@ impl TaskStatus {
 #[serde(deny_unknown_fields)]
 pub struct CreateTask {
     /// What the task is for (at most 4,096 bytes).
-    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_GOAL_BYTES))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK), length(max = MAX_GOAL_CHARS))]
     pub goal: String,
     /// When it is done (at most 4,096 bytes).
     #[serde(default)]
-    #[schemars(length(max = MAX_GOAL_BYTES))]
+    #[schemars(length(max = MAX_GOAL_CHARS))]
     pub acceptance: Option<String>,
     /// A project the key belongs to (default: the request's `X-Project`).
     #[serde(default)]
@@ -74,7 +74,7 @@ pub struct UpdateTask {
     pub status: Option<TaskStatus>,
     /// What to do next (at most 4,096 bytes); the Continuation Package carries it.
     #[serde(default)]
-    #[schemars(length(max = MAX_GOAL_BYTES))]
+    #[schemars(length(max = MAX_GOAL_CHARS))]
     pub next_step: Option<String>,
 }
 
@@ -132,7 +132,7 @@ pub struct EventInput {
     #[schemars(pattern(registry_core::text::LINE), length(max = MAX_ID_CHARS))]
     pub actor: String,
     /// At most 16,384 bytes, without NUL; large results go to an artifact.
-    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_EVENT_BYTES))]
+    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_EVENT_CHARS))]
     pub content: String,
     /// An artifact of this task the event refers to.
     #[serde(default)]
@@ -303,7 +303,7 @@ pub struct SummaryRequest {
     #[schemars(range(min = 1, max = MAX_SEQ))]
     pub to_seq: u64,
     /// At most 16,384 bytes, not blank, without NUL.
-    #[schemars(pattern(registry_core::text::NOT_BLANK_NO_NUL), length(max = MAX_EVENT_BYTES))]
+    #[schemars(pattern(registry_core::text::NOT_BLANK_NO_NUL), length(max = MAX_EVENT_CHARS))]
     pub content: String,
 }
 
@@ -316,7 +316,7 @@ pub struct CheckpointRequest {
     pub seq: Option<u64>,
     /// At most 256 bytes, without NUL.
     #[serde(default)]
-    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_LABEL_BYTES))]
+    #[schemars(pattern(registry_core::text::NO_NUL), length(max = MAX_LABEL_CHARS))]
     pub label: Option<String>,
 }
 

@@ -11,9 +11,9 @@ use registry_memory::service::FeedbackRequest;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
+use registry_core::FieldError;
 use registry_core::deletion::Receipt;
 use registry_core::usage::UsageStats;
-use registry_core::{FieldError, FieldReason};
 use registry_memory::search::SearchResponse;
 use registry_memory::service::{MemoryDetail, WriteOutcome};
 
@@ -221,17 +221,17 @@ pub async fn write_batch(
                 .with_details(FieldError::new("memories")),
         );
     }
-    // What the document says of every item is checked before any is written: a blank
-    // content refuses the whole batch, as the schema does. The gate's decisions, the limits
-    // and conflicts stay per item.
-    if let Some(i) = req
-        .memories
-        .iter()
-        .position(|m| registry_core::text::is_blank(&m.content))
-    {
-        return Err(ApiError::validation("content is empty").with_details(
-            FieldError::new(format!("memories[{i}].content")).reason(FieldReason::Invalid),
-        ));
+    // What the document says of every item (its caps, a content that is not blank) is
+    // checked before any is written: an item the schema refuses refuses the whole batch, as
+    // an unknown field does, naming the item. The gate's decisions and conflicts stay per item.
+    for (i, m) in req.memories.iter().enumerate() {
+        if let Err(e) = m.check_contract() {
+            let mut e = ApiError::from(e);
+            if let Some(field) = e.details.get("field").and_then(|f| f.as_str()) {
+                e.details["field"] = format!("memories[{i}].{field}").into();
+            }
+            return Err(e);
+        }
     }
     state
         .blocking(move |s| {

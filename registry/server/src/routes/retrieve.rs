@@ -48,7 +48,8 @@ pub enum RetrieveSource {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetrieveBody {
-    #[schema(pattern = r"\S")]
+    /// At most 4,096 characters (a memory search's and a knowledge search's cap).
+    #[schema(pattern = r"\S", max_length = 4096)]
     pub query: String,
     /// Hits (default 4, at most 100).
     #[schema(minimum = 0, maximum = 100)]
@@ -82,7 +83,8 @@ pub struct RetrievedNode {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LangChainBody {
-    #[schema(pattern = r"\S")]
+    /// At most 4,096 characters (a memory search's and a knowledge search's cap).
+    #[schema(pattern = r"\S", max_length = 4096)]
     pub message: String,
 }
 
@@ -126,6 +128,11 @@ fn hits(
 ) -> ApiResult<Vec<Hit>> {
     if registry_core::text::is_blank(query) {
         return Err(ApiError::validation("query is empty").with_details(FieldError::new("query")));
+    }
+    // Checked here as well as by each search: with no source asked for, no search runs.
+    let limit = registry_memory::search::MAX_QUERY_CHARS;
+    if let Some(len) = registry_core::text::over(query, limit) {
+        return Err(registry_core::text::too_long("query", len, limit).into());
     }
     if !(0.0..=1.0).contains(&min_score) {
         return Err(ApiError::validation("min_score must be within 0..1")
@@ -291,3 +298,6 @@ pub async fn retrieve_langchain(
         })
         .await
 }
+
+// The documented `maxLength` of `query` and `message` is the searches' own cap.
+const _: () = assert!(registry_memory::search::MAX_QUERY_CHARS == 4096);

@@ -24,8 +24,7 @@ use crate::publish::{Pointer, release_ops, step};
 use crate::resolve::reload;
 use crate::service::{SkillsService, check_note, load_pointer, lock_skill, parse_digest};
 
-/// Longest review comment.
-pub const MAX_REVIEW_COMMENT_CHARS: usize = 2000;
+pub use crate::model::MAX_REVIEW_COMMENT_CHARS;
 /// Most reviews one version may collect (each lifecycle step carries them all).
 pub const MAX_REVIEWS: usize = 20;
 
