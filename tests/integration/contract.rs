@@ -566,3 +566,34 @@ fn a_batch_with_an_item_over_a_documented_cap_is_refused_whole_and_writes_nothin
     assert_eq!(s, 200, "{found}");
     assert_eq!(found["hits"].as_array().map(Vec::len), Some(0), "{found}");
 }
+
+#[test]
+fn a_min_score_below_zero_by_less_than_a_float_resolves_is_refused() {
+    // Found by schemathesis at seed 13092261467: `min_score` was read as a float, so
+    // -5.4e-253 became -0.0 and passed the 0..1 check.
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer", "reader"], &[]);
+    for min in [-5.441667549947718e-253, -1e-300, -0.5] {
+        let (s, out) = call(app.post(
+            &ann,
+            "/v1/retrieve",
+            &json!({"query": "deploy window", "min_score": min}),
+        ));
+        assert_eq!(s, 422, "{min}: {out}");
+        assert_eq!(out["error"]["details"]["field"], "min_score", "{out}");
+        let (s, out) = call(app.post(
+            &ann,
+            &format!("/v1/retrieve/langchain?min_score={min}"),
+            &json!({"message": "deploy window"}),
+        ));
+        assert_eq!(s, 422, "{min}: {out}");
+    }
+    for min in [0.0, 1e-300, 1.0] {
+        let (s, out) = call(app.post(
+            &ann,
+            "/v1/retrieve",
+            &json!({"query": "deploy window", "min_score": min}),
+        ));
+        assert_eq!(s, 200, "{min}: {out}");
+    }
+}

@@ -59,9 +59,11 @@ pub struct RetrieveBody {
     pub metadata_filter: Option<Value>,
     /// Default both.
     pub sources: Option<Vec<RetrieveSource>>,
+    // Read and checked as a double: as a float, a negative too small for it (`-1e-250`)
+    // became `-0.0` and passed the check.
     /// Relevance bar in 0..1 (default 0: the k most relevant, as a vector store returns).
     #[schema(minimum = 0, maximum = 1)]
-    pub min_score: Option<f32>,
+    pub min_score: Option<f64>,
 }
 
 fn null_only() -> utoipa::openapi::schema::Object {
@@ -109,7 +111,7 @@ pub struct LangChainParams {
     pub k: Option<usize>,
     /// Relevance bar in 0..1 (default 0).
     #[param(minimum = 0, maximum = 1)]
-    pub min_score: Option<f32>,
+    pub min_score: Option<f64>,
 }
 
 struct Hit {
@@ -124,7 +126,7 @@ fn hits(
     query: &str,
     k: usize,
     sources: &[RetrieveSource],
-    min_score: f32,
+    min_score: f64,
 ) -> ApiResult<Vec<Hit>> {
     if registry_core::text::is_blank(query) {
         return Err(ApiError::validation("query is empty").with_details(FieldError::new("query")));
@@ -138,6 +140,7 @@ fn hits(
         return Err(ApiError::validation("min_score must be within 0..1")
             .with_details(FieldError::new("min_score")));
     }
+    let min_score = min_score as f32;
     let mut out = vec![];
     if sources.contains(&RetrieveSource::Memory) {
         let res = s.services.memory.search_candidates(
