@@ -179,8 +179,9 @@ pub struct SearchRequest {
     pub k: Option<usize>,
     /// The time freshness is judged at (default now).
     pub as_of: Option<DateTime<Utc>>,
-    /// Bar on relevance (default [`DEFAULT_MIN_SCORE`]).
-    pub min_score: Option<f32>,
+    /// Bar on relevance (default [`DEFAULT_MIN_SCORE`]). Read as a double and checked before
+    /// it is narrowed to a relevance's precision.
+    pub min_score: Option<f64>,
     /// Return stale documents, marked (default true). Stale evidence alone is never enough
     /// for `OK`.
     pub allow_stale: Option<bool>,
@@ -188,8 +189,10 @@ pub struct SearchRequest {
     /// Japanese or Korean when the embedding model was not trained on those scripts).
     pub legs: Option<SearchLegs>,
     pub fusion: Option<FusionKind>,
-    /// Convex fusion weight of the vector leg, within 0..=1 (default 0.5).
-    pub alpha: Option<f32>,
+    /// Convex fusion weight of the vector leg, within 0..=1 (default 0.5). Read as a double
+    /// and checked before it is narrowed.
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub alpha: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -835,10 +838,18 @@ impl KnowledgeService {
                 format!("k must be within 1..={MAX_K}"),
             ));
         }
-        let min_score = req.min_score.unwrap_or(DEFAULT_MIN_SCORE);
-        if !min_score.is_finite() {
-            return Err(Error::validation("min_score", "min_score must be a number"));
-        }
+        // Both numbers are checked as the doubles they arrived as: a value outside a bound by
+        // less than an f32 resolves (-1e-300) would narrow to a value inside it.
+        let min_score = match req.min_score {
+            None => DEFAULT_MIN_SCORE,
+            Some(m) if m.is_finite() => m as f32,
+            Some(_) => return Err(Error::validation("min_score", "min_score must be a number")),
+        };
+        let alpha = match req.alpha {
+            None => DEFAULT_ALPHA,
+            Some(a) if (0.0..=1.0).contains(&a) => a as f32,
+            Some(_) => return Err(Error::validation("alpha", "alpha must be within 0..=1")),
+        };
         let as_of = req.as_of.unwrap_or_else(Utc::now);
         let allow_stale = req.allow_stale.unwrap_or(true);
         // A query in Chinese, Japanese or Korean, and a model that never learnt those scripts:
@@ -854,9 +865,7 @@ impl KnowledgeService {
         });
         let fusion = match req.fusion.unwrap_or_default() {
             FusionKind::Rrf => Fusion::default(),
-            FusionKind::Convex => Fusion::Convex {
-                alpha: req.alpha.unwrap_or(DEFAULT_ALPHA),
-            },
+            FusionKind::Convex => Fusion::Convex { alpha },
         };
         let filter = VisibilityFilter::for_principal(p, &[AssetKind::Chunk]);
         // Over-fetch: some candidates are dropped after the governance checks below.

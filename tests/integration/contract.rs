@@ -597,3 +597,37 @@ fn a_min_score_below_zero_by_less_than_a_float_resolves_is_refused() {
         assert_eq!(s, 200, "{min}: {out}");
     }
 }
+
+#[test]
+fn every_bounded_request_number_is_checked_as_the_double_it_arrived_as() {
+    // The same class as `min_score` on /v1/retrieve: a context pack's `min_score` (0..1) and
+    // knowledge search's `alpha` (0..1, not checked at all before) were read as floats, so a
+    // value outside the bound by less than a float resolves narrowed to one inside it.
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer", "reader"], &[]);
+    let pack = |min: f64| json!({"goal": "ship the release", "budget": 2000, "min_score": min});
+    let search = |alpha: f64| json!({"query": "deploy window", "alpha": alpha});
+    for bad in [-5.441667549947718e-253, -1e-300, -0.5, 1.5, 1.0 + 1e-12] {
+        let (s, out) = call(app.post(&ann, "/v1/context", &pack(bad)));
+        assert_eq!(s, 422, "pack min_score {bad}: {out}");
+        assert_eq!(out["error"]["details"]["field"], "min_score", "{out}");
+        let (s, out) = call(app.post(&ann, "/v1/knowledge/search", &search(bad)));
+        assert_eq!(s, 422, "alpha {bad}: {out}");
+        assert_eq!(out["error"]["details"]["field"], "alpha", "{out}");
+    }
+    for good in [0.0, 1e-300, 0.5, 1.0] {
+        let (s, out) = call(app.post(&ann, "/v1/context", &pack(good)));
+        assert_eq!(s, 200, "pack min_score {good}: {out}");
+        let (s, out) = call(app.post(&ann, "/v1/knowledge/search", &search(good)));
+        assert_eq!(s, 200, "alpha {good}: {out}");
+    }
+    // Knowledge search's own bar has no bound; any finite number is a bar.
+    for bar in [-1e300, -1e-300, 1e300] {
+        let (s, out) = call(app.post(
+            &ann,
+            "/v1/knowledge/search",
+            &json!({"query": "deploy window", "min_score": bar}),
+        ));
+        assert_eq!(s, 200, "knowledge min_score {bar}: {out}");
+    }
+}

@@ -124,9 +124,11 @@ pub struct PackRequest {
     #[serde(default)]
     pub memory_scope: Option<LevelName>,
     /// Relevance bar for memory (cosine) and knowledge (as in knowledge search). Default 0.35.
+    /// Read as a double and checked before it is narrowed: a value below 0 by less than an
+    /// f32 resolves would narrow to -0.0, inside the range.
     #[serde(default)]
     #[schemars(range(min = 0.0, max = 1.0))]
-    pub min_score: Option<f32>,
+    pub min_score: Option<f64>,
     /// Admit stale evidence (marked). Default false: stale evidence is omitted as `stale`.
     #[serde(default)]
     pub allow_stale: bool,
@@ -786,7 +788,7 @@ impl Plan {
             draw_on,
             min_score: req
                 .min_score
-                .unwrap_or(registry_knowledge::DEFAULT_MIN_SCORE),
+                .map_or(registry_knowledge::DEFAULT_MIN_SCORE, |m| m as f32),
         }
     }
 

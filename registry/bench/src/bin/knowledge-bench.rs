@@ -202,7 +202,7 @@ fn main() -> anyhow::Result<()> {
     // the run that did best on the other fold, and the figure is the mean of those held-out
     // scores, never one tuned on the queries it is scored on.
     // Each run: label, legs, fusion, alpha; `None` leaves the choice to the API's default.
-    type Run = (String, Option<SearchLegs>, Option<FusionKind>, Option<f32>);
+    type Run = (String, Option<SearchLegs>, Option<FusionKind>, Option<f64>);
     let mut modes: Vec<Run> = vec![
         ("API default".into(), None, None, None),
         (
@@ -224,7 +224,7 @@ fn main() -> anyhow::Result<()> {
             None,
         ),
     ];
-    for a in [0.1f32, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+    for a in [0.1f64, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         modes.push((
             format!("hybrid convex a={a:.1}"),
             Some(SearchLegs::Both),
@@ -273,7 +273,7 @@ fn main() -> anyhow::Result<()> {
                 SearchRequest {
                     query: q.clone(),
                     k: Some(k),
-                    min_score: Some(f32::MIN),
+                    min_score: Some(f64::MIN),
                     legs: *legs,
                     fusion: *fusion,
                     alpha: *alpha,

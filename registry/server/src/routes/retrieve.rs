@@ -185,7 +185,7 @@ fn hits(
                 query: query.to_string(),
                 k: Some(k),
                 as_of: None,
-                min_score: Some(min_score),
+                min_score: Some(f64::from(min_score)),
                 allow_stale: None,
                 legs: None,
                 fusion: None,
