@@ -329,6 +329,51 @@ fn concurrent_callers_share_the_embedder() {
 }
 
 #[test]
+fn callers_that_wait_for_the_session_are_run_together_and_each_gets_its_own_vectors() {
+    // One session; twelve callers released at once, of one or two texts of different lengths:
+    // whoever takes the session runs the earliest waiters' texts with its own (up to a slice).
+    let Some(e) = embedder() else { return };
+    let long = prose(60);
+    let calls: Vec<Vec<String>> = (0..12)
+        .map(|i| match i % 4 {
+            0 => vec![format!("parcel {i} waits at dock {i}")],
+            1 => vec![format!("{long} ({i})")],
+            2 => vec![
+                format!("短文本 {i}"),
+                format!("second text of call {i}, a little longer"),
+            ],
+            _ => vec![format!("call {i}")],
+        })
+        .collect();
+    let alone: Vec<Vec<Vec<f32>>> = calls
+        .iter()
+        .map(|c| {
+            c.iter()
+                .map(|t| e.embed(&[t.as_str()]).unwrap().remove(0))
+                .collect()
+        })
+        .collect();
+    for round in 0..3 {
+        let start = std::sync::Barrier::new(calls.len());
+        std::thread::scope(|s| {
+            for (i, call) in calls.iter().enumerate() {
+                let (start, want) = (&start, &alone[i]);
+                s.spawn(move || {
+                    let refs: Vec<&str> = call.iter().map(String::as_str).collect();
+                    start.wait();
+                    let got = e.embed(&refs).unwrap();
+                    assert_eq!(got.len(), want.len(), "round {round}, call {i}");
+                    for (j, (g, w)) in got.iter().zip(want).enumerate() {
+                        let diff = max_abs_diff(g, w);
+                        assert!(diff < 1e-4, "round {round}, call {i}, text {j}: {diff}");
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[test]
 fn a_batch_spread_over_sessions_equals_one_session_in_order() {
     let Some(one) = embedder() else { return };
     let three = MiniLmEmbedder::new(EmbedderConfig {
