@@ -430,20 +430,59 @@ pub fn detect_stacked(
     }
 }
 
-/// Classifier score below which, when no rule fired, the cheap layers are sure a text is
-/// harmless and the second opinion is not asked. Chosen on the sets the gate is measured on
-/// (the held-out split, `dev4`–`dev9`, the LoCoMo turns): at 0.2 no figure moves (held-out
-/// 97.0% blocked / 97.5% kept, `dev4`–`dev8` 95.8 / 96.2, `dev9` 90 / 95, LoCoMo 99.5% kept)
-/// while the model reads 16% of LoCoMo's turns instead of all of them; at 0.3 the held-out
-/// block rate falls to 96.3% (LoCoMo 9.8% read), at 0.5 to 94.5%.
+/// Classifier score below which the cheap layers are sure a text is harmless when no rule
+/// judged it an injection or hostile steering, and the second opinion is not asked. Chosen on
+/// the sets the gate is measured on (the held-out split, `dev4`–`dev9`, the LoCoMo turns): at
+/// 0.2 no figure moves (held-out 97.0% blocked / 97.5% kept, `dev4`–`dev8` 95.8 / 96.2, `dev9`
+/// 90 / 95, LoCoMo 99.5% kept) while the model reads 16% of LoCoMo's turns instead of all of
+/// them; at 0.3 the held-out block rate falls to 96.3% (LoCoMo 9.8% read), at 0.5 to 94.5%.
 pub const SURE_BELOW: f32 = 0.2;
 
-/// Whether the second opinion could change the cheap layers' verdict: a rule fired (its
-/// veto then rests on the stacked score), or the classifier's score is at least
-/// [`SURE_BELOW`].
+/// Classifier score from which the second opinion is asked whatever fired. Between
+/// [`SURE_BELOW`] and this, a text no rule judged is read only when the rules saw steering, a
+/// mention of an attack, or a sign of what it targets or whom it addresses ([`TARGETS`]):
+/// conversation in that band (a "you" and an imperative, nothing more) is left to the
+/// classifier.
+pub const SURE_WITHOUT_TARGET: f32 = 0.5;
+
+/// Signals that keep a text of middling score unsure: every signal but the bare mood and
+/// address (`directive`, `second_person`, `unconditional`) and the marks of quotation and talk
+/// about attacks.
+const TARGETS: &[Signal] = &[
+    Signal::RoleMarker,
+    Signal::ToolForgery,
+    Signal::AuthorityClaim,
+    Signal::HiddenMarkup,
+    Signal::InvisibleChars,
+    Signal::ObfuscatedText,
+    Signal::NamesAgent,
+    Signal::Persistence,
+    Signal::ControlTarget,
+    Signal::PermissiveAct,
+    Signal::OverrideInstructions,
+    Signal::RoleReassignment,
+    Signal::ControlBypass,
+    Signal::FixedAnswer,
+    Signal::Exfiltration,
+    Signal::PromptDisclosure,
+    Signal::CredentialRequest,
+    Signal::Concealment,
+    Signal::HidesFromOversight,
+    Signal::AgentRules,
+    Signal::OtherUsers,
+    Signal::WeakensControl,
+];
+
+/// Whether the second opinion could change the cheap layers' verdict: the rules judged an
+/// injection or hostile steering (its veto then rests on the stacked score); the classifier's
+/// score is at least [`SURE_WITHOUT_TARGET`]; or it is at least [`SURE_BELOW`] and the rules
+/// saw steering, a mention or one of the [`TARGETS`].
 pub fn unsure(a: &Analysis, score: f32) -> bool {
     let r = &a.rules;
-    r.injection || r.hostile || r.steering || r.mentioned || score >= SURE_BELOW
+    r.injection
+        || r.hostile
+        || score >= SURE_WITHOUT_TARGET
+        || score >= SURE_BELOW && (r.steering || r.mentioned || r.signals.any(TARGETS))
 }
 
 /// Whether the gate asks the second opinion about `text` (and so embeds it): a text of at
