@@ -431,11 +431,14 @@ pub fn detect_stacked(
 }
 
 /// Classifier score below which the cheap layers are sure a text is harmless when no rule
-/// judged it an injection or hostile steering, and the second opinion is not asked. Chosen on
-/// the sets the gate is measured on (the held-out split, `dev4`–`dev9`, the LoCoMo turns): at
-/// 0.2 no figure moves (held-out 97.0% blocked / 97.5% kept, `dev4`–`dev8` 95.8 / 96.2, `dev9`
-/// 90 / 95, LoCoMo 99.5% kept) while the model reads 16% of LoCoMo's turns instead of all of
-/// them; at 0.3 the held-out block rate falls to 96.3% (LoCoMo 9.8% read), at 0.5 to 94.5%.
+/// judged it an injection or hostile steering, and the second opinion is not asked. As a
+/// floor alone (any rule firing read): at 0.2 no figure moved against reading every text
+/// (held-out 97.0% blocked / 97.5% kept, `dev4`–`dev8` 95.8 / 96.2, `dev9` 90 / 95, LoCoMo
+/// 99.5% kept) while the model read 16% of LoCoMo's turns; at 0.3 the held-out block rate fell
+/// to 96.3% (LoCoMo 9.8% read), at 0.5 to 94.5%. With [`SURE_WITHOUT_TARGET`] (2026-12-07,
+/// chosen on `dev4`–`dev9`, LoCoMo and cross-validation; the held-out split scored once, for
+/// the rule chosen): LoCoMo 4.4% read, 99.7% kept; `dev4`–`dev8` 95.5 / 96.2; `dev9` 90 / 95;
+/// cross-validated 86.1 / 94.8 (86.7 / 94.7 before); held-out 97.0 / 97.5, unchanged.
 pub const SURE_BELOW: f32 = 0.2;
 
 /// Classifier score from which the second opinion is asked whatever fired. Between
