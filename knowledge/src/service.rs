@@ -28,7 +28,7 @@ use crate::model::{Authority, Freshness, freshness};
 /// normalised per query, so the best hit of an unrelated query scores as high as the best hit
 /// of a related one. For all-MiniLM-L6-v2, unrelated passages sit below ~0.25 cosine and
 /// paraphrases above ~0.5; 0.35 keeps topical matches and refuses noise.
-pub const DEFAULT_MIN_SCORE: f32 = 0.35;
+pub const DEFAULT_MIN_SCORE: f64 = 0.35;
 /// BM25 score that maps to relevance 0.5.
 const BM25_HALF: f32 = 10.0;
 /// Largest `k` a search may ask for.
@@ -256,7 +256,7 @@ pub struct Searched {
     pub query: String,
     pub as_of: DateTime<Utc>,
     pub k: usize,
-    pub min_score: f32,
+    pub min_score: f64,
     pub allow_stale: bool,
     pub legs: SearchLegs,
     pub fusion: Fusion,
@@ -842,7 +842,9 @@ impl KnowledgeService {
         // less than an f32 resolves (-1e-300) would narrow to a value inside it.
         let min_score = match req.min_score {
             None => DEFAULT_MIN_SCORE,
-            Some(m) if m.is_finite() => m as f32,
+            // Kept a double: a bar beyond an f32's range (-1e244) is still a number, and
+            // the answer echoes it as asked.
+            Some(m) if m.is_finite() => m,
             Some(_) => return Err(Error::validation("min_score", "min_score must be a number")),
         };
         let alpha = match req.alpha {
@@ -892,7 +894,7 @@ impl KnowledgeService {
                 dropped.stale += 1;
                 continue;
             }
-            if ev.retrieval.relevance < min_score {
+            if f64::from(ev.retrieval.relevance) < min_score {
                 dropped.below_min_score += 1;
                 continue;
             }

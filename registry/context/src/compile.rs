@@ -788,7 +788,7 @@ impl Plan {
             draw_on,
             min_score: req
                 .min_score
-                .map_or(registry_knowledge::DEFAULT_MIN_SCORE, |m| m as f32),
+                .map_or(registry_knowledge::DEFAULT_MIN_SCORE as f32, |m| m as f32),
         }
     }
 
