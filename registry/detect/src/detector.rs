@@ -443,49 +443,41 @@ pub const SURE_BELOW: f32 = 0.2;
 
 /// Classifier score from which the second opinion is asked whatever fired. Between
 /// [`SURE_BELOW`] and this, a text no rule judged is read only when the rules saw steering, a
-/// mention of an attack, or a sign of what it targets or whom it addresses ([`TARGETS`]):
+/// mention of an attack, or a sign of what it targets or whom it addresses ([`has_target`]):
 /// conversation in that band (a "you" and an imperative, nothing more) is left to the
 /// classifier.
 pub const SURE_WITHOUT_TARGET: f32 = 0.5;
 
-/// Signals that keep a text of middling score unsure: every signal but the bare mood and
-/// address (`directive`, `second_person`, `unconditional`) and the marks of quotation and talk
-/// about attacks.
-const TARGETS: &[Signal] = &[
-    Signal::RoleMarker,
-    Signal::ToolForgery,
-    Signal::AuthorityClaim,
-    Signal::HiddenMarkup,
-    Signal::InvisibleChars,
-    Signal::ObfuscatedText,
-    Signal::NamesAgent,
-    Signal::Persistence,
-    Signal::ControlTarget,
-    Signal::PermissiveAct,
-    Signal::OverrideInstructions,
-    Signal::RoleReassignment,
-    Signal::ControlBypass,
-    Signal::FixedAnswer,
-    Signal::Exfiltration,
-    Signal::PromptDisclosure,
-    Signal::CredentialRequest,
-    Signal::Concealment,
-    Signal::HidesFromOversight,
-    Signal::AgentRules,
-    Signal::OtherUsers,
-    Signal::WeakensControl,
+/// Signals that do not by themselves keep a text of middling score unsure: the bare mood and
+/// address, the marks of quotation and of talk about attacks, and the classifier's own. Every
+/// other signal says what a text targets or whom it addresses.
+const NOT_TARGETS: [Signal; 6] = [
+    Signal::Directive,
+    Signal::SecondPerson,
+    Signal::Unconditional,
+    Signal::DescribesAttack,
+    Signal::QuotedInstruction,
+    Signal::Classifier,
 ];
+
+/// Whether a signal outside [`NOT_TARGETS`] fired.
+fn has_target(mut signals: Signals) -> bool {
+    for s in NOT_TARGETS {
+        signals.remove(s);
+    }
+    signals != Signals::default()
+}
 
 /// Whether the second opinion could change the cheap layers' verdict: the rules judged an
 /// injection or hostile steering (its veto then rests on the stacked score); the classifier's
 /// score is at least [`SURE_WITHOUT_TARGET`]; or it is at least [`SURE_BELOW`] and the rules
-/// saw steering, a mention or one of the [`TARGETS`].
+/// saw steering, a mention or a target ([`has_target`]).
 pub fn unsure(a: &Analysis, score: f32) -> bool {
     let r = &a.rules;
     r.injection
         || r.hostile
         || score >= SURE_WITHOUT_TARGET
-        || score >= SURE_BELOW && (r.steering || r.mentioned || r.signals.any(TARGETS))
+        || score >= SURE_BELOW && (r.steering || r.mentioned || has_target(r.signals))
 }
 
 /// Whether the gate asks the second opinion about `text` (and so embeds it): a text of at
@@ -565,6 +557,49 @@ mod tests {
             assert!(wants_second_opinion(text).is_some(), "{text:?}");
         }
         assert_eq!(wants_second_opinion("Caroline"), None);
+    }
+
+    #[test]
+    fn a_middling_score_is_read_only_with_something_to_judge() {
+        let mut a = analyse("We took the night train to Lyon and arrived just before breakfast.");
+        a.rules = RuleOutcome {
+            signals: Signals::default(),
+            injection: false,
+            hostile: false,
+            steering: false,
+            mentioned: false,
+        };
+        let (below, mid) = (SURE_BELOW - 0.01, (SURE_BELOW + SURE_WITHOUT_TARGET) / 2.0);
+        // No rule fired: sure below SURE_WITHOUT_TARGET, unsure from it.
+        assert!(!unsure(&a, below));
+        assert!(!unsure(&a, mid));
+        assert!(unsure(&a, SURE_WITHOUT_TARGET));
+        // Mood, address and quotation alone do not make a middling score unsure.
+        for s in NOT_TARGETS {
+            a.rules.signals.insert(s);
+        }
+        assert!(!unsure(&a, mid));
+        // Any other signal does, from SURE_BELOW.
+        for s in Signal::ALL.into_iter().filter(|s| !NOT_TARGETS.contains(s)) {
+            let mut b = a.clone();
+            b.rules.signals.insert(s);
+            assert!(unsure(&b, mid), "{s:?}");
+            assert!(!unsure(&b, below), "{s:?}");
+        }
+        // Steering and a mention count as a target; an injection or hostile steering is read
+        // whatever the score.
+        let counts: [fn(&mut RuleOutcome); 2] = [|r| r.steering = true, |r| r.mentioned = true];
+        for set in counts {
+            let mut b = a.clone();
+            set(&mut b.rules);
+            assert!(unsure(&b, mid) && !unsure(&b, below));
+        }
+        let judged: [fn(&mut RuleOutcome); 2] = [|r| r.injection = true, |r| r.hostile = true];
+        for set in judged {
+            let mut b = a.clone();
+            set(&mut b.rules);
+            assert!(unsure(&b, 0.0));
+        }
     }
 
     #[test]

@@ -140,7 +140,8 @@ fn hits(
         return Err(ApiError::validation("min_score must be within 0..1")
             .with_details(FieldError::new("min_score")));
     }
-    let min_score = min_score as f32;
+    // Hits carry f32 relevance; the knowledge search below takes the checked double.
+    let bar = min_score as f32;
     let mut out = vec![];
     if sources.contains(&RetrieveSource::Memory) {
         let res = s.services.memory.search_candidates(
@@ -160,7 +161,7 @@ fn hits(
         )?;
         for h in res.hits {
             let relevance = h.breakdown.semantic;
-            if relevance < min_score && h.breakdown.lexical == 0.0 {
+            if relevance < bar && h.breakdown.lexical == 0.0 {
                 continue;
             }
             let m = h.memory;
@@ -185,7 +186,7 @@ fn hits(
                 query: query.to_string(),
                 k: Some(k),
                 as_of: None,
-                min_score: Some(f64::from(min_score)),
+                min_score: Some(min_score),
                 allow_stale: None,
                 legs: None,
                 fusion: None,
@@ -193,7 +194,7 @@ fn hits(
             },
         )?;
         for e in ans.evidence {
-            if e.retrieval.relevance < min_score {
+            if e.retrieval.relevance < bar {
                 continue;
             }
             out.push(Hit {
