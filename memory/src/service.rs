@@ -1130,6 +1130,20 @@ impl MemoryService {
         })
     }
 
+    /// The memory resource as `GET /v1/memories/{id}` serves it: [`Self::get`], except that a
+    /// revoked memory (what `DELETE /v1/memories/{id}` leaves) answers 404 to everyone, as a
+    /// deleted resource does. Its governors still see its metadata where records are governed
+    /// (`GET /v1/assets/{id}`, the console's Memory and Derivation pages) and in its receipt.
+    pub fn get_undeleted(&self, p: &Principal, id: &str) -> Result<MemoryDetail> {
+        let detail = self.get(p, id)?;
+        if detail.memory.status == AssetStatus::Revoked.as_str() {
+            return Err(Error::NotFound(id.to_string()));
+        }
+        Ok(detail)
+    }
+
+    /// A visible memory with its versions and related records; a record that is not servable
+    /// (revoked, expired, superseded) in metadata only, to its governors.
     pub fn get(&self, p: &Principal, id: &str) -> Result<MemoryDetail> {
         let rec = self.visible(p, id)?;
         let memory = self

@@ -461,6 +461,44 @@ fn quarantined_rejected_and_revoked_content_never_comes_back() {
     );
     // Not even by id: a revoked record answers 404 to its owner.
     assert_eq!(call(app.get(&ann, &format!("/v1/memories/{id}"))).0, 404);
+    // Nor to a governor of its scope, who deleted it (schemathesis's use-after-free check, at
+    // seed 1153413229, read the tombstone back with 200): the memory resource is gone. The
+    // governor finds the record's metadata, without content, where records are governed.
+    let admin = app.key("acme", "root", &["admin", "writer"], &[]);
+    let second = write_ok(
+        &app,
+        &admin,
+        json!({"class": "procedural", "content": "Walrus invoices go to the finance inbox", "scope": "tenant"}),
+    );
+    let second = second["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        call(app.get(&admin, &format!("/v1/memories/{second}"))).0,
+        200
+    );
+    let (s, r) = call(app.delete(&admin, &format!("/v1/memories/{second}")));
+    assert_eq!((s, r["status"].as_str()), (200, Some("revoked")), "{r}");
+    for (who, gone) in [(&admin, &second), (&admin, &id), (&ann, &second)] {
+        assert_error(
+            call(app.get(who, &format!("/v1/memories/{gone}"))),
+            404,
+            "NOT_FOUND",
+        );
+    }
+    let (s, meta) = call(app.get(&admin, &format!("/v1/assets/{second}")));
+    assert_eq!(s, 200, "{meta}");
+    assert_eq!(meta["meta"]["status"], "revoked", "{meta}");
+    assert!(!meta.to_string().contains("finance inbox"), "{meta}");
+    // Deleting it again is not an error (DELETE is idempotent), and a purge still reaches it.
+    assert_eq!(
+        call(app.delete(&admin, &format!("/v1/memories/{second}"))).0,
+        200
+    );
+    let (s, r) = call(app.delete(&admin, &format!("/v1/memories/{second}?level=purged")));
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(
+        call(app.get(&admin, &format!("/v1/assets/{second}"))).0,
+        404
+    );
 }
 
 #[test]

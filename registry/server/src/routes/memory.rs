@@ -276,6 +276,9 @@ pub async fn search_memories(
 }
 
 /// A memory the caller may see, with its versions and related records.
+///
+/// A deleted (revoked) memory answers 404; its governors find its metadata at
+/// `GET /v1/assets/{id}`.
 #[utoipa::path(get, path = "/v1/memories/{id}", security(("bearer" = [])),
     params(("id" = String, Path, description = "memory id")),
     responses((status = 200, body = MemoryDetailView), (status = 404, body = ErrorBody)))]
@@ -285,7 +288,7 @@ pub async fn get_memory(
     Path(id): Path<String>,
 ) -> ApiResult<axum::Json<MemoryDetail>> {
     state
-        .blocking(move |s| Ok(axum::Json(s.services.memory.get(&p, &id)?)))
+        .blocking(move |s| Ok(axum::Json(s.services.memory.get_undeleted(&p, &id)?)))
         .await
 }
 
