@@ -85,6 +85,57 @@ fn mcp(app: &TestApp, key: &Key, calls: Value) -> Vec<Value> {
     out["calls"].as_array().unwrap().clone()
 }
 
+/// A task made with a project or session in its body is read back under that context; a body
+/// naming another context than its request's is refused with 422 saying which header to send,
+/// never made where its own request then answers 404 (schemathesis's "created resource not
+/// found", with `{"project": "k8"}` and no `X-Project`).
+#[test]
+fn a_task_is_made_in_its_requests_context_and_read_back_there() {
+    let app = TestApp::start();
+    let ann = app.key_with("acme", "ann", &["writer"], |c| {
+        c.projects = vec!["k8".into(), "k9".into()];
+    });
+    for (field, header) in [("project", "X-Project"), ("session", "X-Session")] {
+        let body = json!({"goal": "ship the export", field: "k8"});
+        let b = assert_error(
+            call(app.post(&ann, "/v1/tasks", &body)),
+            422,
+            "VALIDATION_FAILED",
+        );
+        assert_eq!(b["error"]["details"]["field"], field, "{b}");
+        assert!(
+            b["error"]["message"].as_str().unwrap().contains(header),
+            "{b}"
+        );
+        let b = assert_error(
+            call(app.post(&ann, "/v1/tasks", &body).header(header, "k9")),
+            422,
+            "VALIDATION_FAILED",
+        );
+        assert_eq!(b["error"]["details"]["field"], field, "{b}");
+        let (s, t) = call(app.post(&ann, "/v1/tasks", &body).header(header, "k8"));
+        assert_eq!(s, 201, "{t}");
+        let id = t["id"].as_str().unwrap();
+        let (s, got) = call(
+            app.get(&ann, &format!("/v1/tasks/{id}"))
+                .header(header, "k8"),
+        );
+        assert_eq!((s, &got["goal"]), (200, &json!("ship the export")), "{got}");
+        // The header alone, as before: the body may leave it out.
+        let (s, t) = call(
+            app.post(&ann, "/v1/tasks", &json!({"goal": "ship the import"}))
+                .header(header, "k8"),
+        );
+        assert_eq!(s, 201, "{t}");
+        let id = t["id"].as_str().unwrap();
+        let (s, _) = call(
+            app.get(&ann, &format!("/v1/tasks/{id}"))
+                .header(header, "k8"),
+        );
+        assert_eq!(s, 200);
+    }
+}
+
 #[test]
 fn a_thousand_events_are_appended_once_each_in_sequence() {
     let app = TestApp::start();

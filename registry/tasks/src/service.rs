@@ -240,6 +240,27 @@ impl TaskService {
                 "project or session is malformed",
             )
         })?;
+        // A task is read on the path of the request that reads it, where its project and
+        // session appear only under `X-Project` and `X-Session`. A body naming another project
+        // or session than its own request's would make a task that request cannot read back
+        // (schemathesis created one and read it with 404), so it is refused and says how.
+        for (field, named, context, header) in [
+            ("project", &req.project, &p.project, "X-Project"),
+            ("session", &req.session, &p.session, "X-Session"),
+        ] {
+            if let Some(v) = named
+                && context.as_ref() != Some(v)
+            {
+                return Err(invalid(
+                    field,
+                    FieldReason::Invalid,
+                    format!(
+                        "a task is made in its request's {field}: send `{header}: {v}`, under \
+                         which the task is also read"
+                    ),
+                ));
+            }
+        }
         if !p.can_write_into(&scope) || !access::within_projects(p, &scope) {
             return Err(CoreError::Forbidden(
                 "the key may not write tasks into this scope".into(),

@@ -52,10 +52,12 @@ pub struct CreateTask {
     #[serde(default)]
     #[schemars(length(max = MAX_GOAL_CHARS))]
     pub acceptance: Option<String>,
-    /// A project the key belongs to (default: the request's `X-Project`).
+    /// The request's project (`X-Project`, under which the task is read); when given, it must
+    /// be that one (422 otherwise).
     #[serde(default)]
     pub project: Option<String>,
-    /// The session it runs in (default: the request's `X-Session`).
+    /// The request's session (`X-Session`, under which the task is read); when given, it must
+    /// be that one (422 otherwise).
     #[serde(default)]
     pub session: Option<String>,
     /// Default `internal`.
