@@ -1135,21 +1135,26 @@ impl MemoryService {
     /// deleted resource does. Its governors still see its metadata where records are governed
     /// (`GET /v1/assets/{id}`, the console's Memory and Derivation pages) and in its receipt.
     pub fn get_undeleted(&self, p: &Principal, id: &str) -> Result<MemoryDetail> {
-        let detail = self.get(p, id)?;
-        if detail.memory.status == AssetStatus::Revoked.as_str() {
+        let rec = self.visible(p, id)?;
+        if rec.meta.status == AssetStatus::Revoked {
             return Err(Error::NotFound(id.to_string()));
         }
-        Ok(detail)
+        self.detail(p, &rec)
     }
 
     /// A visible memory with its versions and related records; a record that is not servable
     /// (revoked, expired, superseded) in metadata only, to its governors.
     pub fn get(&self, p: &Principal, id: &str) -> Result<MemoryDetail> {
-        let rec = self.visible(p, id)?;
+        self.detail(p, &self.visible(p, id)?)
+    }
+
+    /// [`Self::get`] of a record already found visible.
+    fn detail(&self, p: &Principal, rec: &AssetRecord) -> Result<MemoryDetail> {
+        let id = rec.meta.id.as_str();
         let memory = self
-            .view_as(p, &rec)?
+            .view_as(p, rec)?
             .ok_or_else(|| Error::NotFound(id.to_string()))?;
-        let redact = self.readable(p, &rec) == Readable::Metadata;
+        let redact = self.readable(p, rec) == Readable::Metadata;
         let versions = self
             .store
             .history(id)?

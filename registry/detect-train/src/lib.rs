@@ -39,10 +39,10 @@ pub const VECTOR_BATCH: usize = 64;
 /// are embedded shortest first (by bytes, then in byte order), [`VECTOR_BATCH`] at a time, so
 /// that a model run pads its texts to about their own length: in byte order the train split's
 /// runs (of `registry_embed::FAIR_SLICE` texts) held 1.9× its tokens, shortest first 1.003×
-/// (counted with the model's tokenizer, 2026-12-07). Padding is masked out,
-/// so a text's vector does not depend on its batch (`registry-embed`'s `batch_equals_single`).
-/// With `cache`, vectors computed before (same model file, same token cap, same text) are read
-/// from it and new ones appended.
+/// (counted with the model's tokenizer, 2026-12-07). Padding is masked out, so a text's vector
+/// does not depend on its batch (`registry-embed`'s `batch_equals_single`). With `cache`,
+/// vectors computed before (same model file, same token cap, same text) are read from it and
+/// new ones appended.
 pub fn vectors_of(emb: &OnnxEmbedder, texts: &[&str], cache: Option<&Path>) -> Vec<Vec<f32>> {
     let salt = format!("{}:{VECTOR_TOKENS}:", emb.info().digest);
     let key = |t: &str| format!("{:016x}", fnv64(&format!("{salt}{t}")));
