@@ -555,8 +555,11 @@ impl KnowledgeService {
     }
 
     /// The document a new ingest of `source_id` into `scope` continues: among those the
-    /// principal may see (a document it may not see does not exist for it, so its source id
-    /// reveals nothing and blocks nothing), the principal's own, else the newest.
+    /// principal may see ([`access::Action::See`]; a document it may not see does not exist for
+    /// it, so its source id reveals nothing and blocks nothing), the principal's own, else the
+    /// newest. Its owner and its governors see it even where its ACL keeps its content from
+    /// them (an admin's ingest pipeline filing under `acl: ["group:hr"]`), so they continue it
+    /// rather than start a second document under the same source id.
     fn current(
         &self,
         p: &Principal,
@@ -574,9 +577,7 @@ impl KnowledgeService {
                 ..Default::default()
             })?
             .into_iter()
-            // Whoever governs the scope continues its documents even where an ACL keeps it
-            // from reading them (an admin's ingest pipeline).
-            .filter(|r| p.can_see(&r.meta) || access::governs(p, &r.meta))
+            .filter(|r| access::may(p, access::Action::See, &r.meta))
             .collect();
         found.sort_by_key(|r| (r.meta.owner != p.user, std::cmp::Reverse(r.meta.updated_at)));
         Ok(found.into_iter().next())

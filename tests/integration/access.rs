@@ -259,6 +259,103 @@ fn item3_a_writer_neither_versions_nor_deletes_another_owners_document() {
     assert_eq!(s, 200, "{r}");
 }
 
+/// The twin of item 3 for a document its own ACL keeps from whoever answers for it (an admin's
+/// ingest pipeline filing under `group:hr`): its owner and its admins know it exists, continue
+/// it and delete it, without reading it; anyone else outside the ACL finds nothing.
+#[test]
+fn item3_a_document_outside_its_own_acl_is_governed_by_its_owner_and_admins_unread() {
+    let app = TestApp::start();
+    let pipeline = app.key("acme", "pipeline", &["writer", "ingest"], &[]);
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let hana = app.key("acme", "hana", &["reader"], &["hr"]);
+    let gadmin = app.key("globex", "groot", &["admin"], &[]);
+    let ingest = |k: &Key, version: &str, text: &str| {
+        call(app.post(
+            k,
+            "/v1/knowledge/documents",
+            &json!({"source_id": "hr-handbook.md", "format": "md", "version": version,
+                "acl": ["group:hr"], "content": text}),
+        ))
+    };
+    let (s, d) = ingest(
+        &pipeline,
+        "v1",
+        "# Handbook\n\nSalary bands are reviewed in March.",
+    );
+    assert_eq!(s, 201, "{d}");
+    let doc = d["document_id"].as_str().unwrap().to_string();
+    let (s, got) = call(app.get(&hana, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(s, 200, "{got}");
+
+    // Owner and admin: its metadata, never its content.
+    for k in [&pipeline, &admin] {
+        let (s, a) = call(app.get(k, &format!("/v1/assets/{doc}")));
+        assert_eq!(
+            (s, a["meta"]["id"].as_str()),
+            (200, Some(doc.as_str())),
+            "{a}"
+        );
+        assert!(!a.to_string().contains("Salary"), "{a}");
+        assert_error(
+            call(app.get(k, &format!("/v1/knowledge/documents/{doc}"))),
+            404,
+            "NOT_FOUND",
+        );
+        let (s, l) = call(app.get(k, "/v1/assets?kind=document"));
+        assert_eq!(s, 200, "{l}");
+        assert!(l.to_string().contains(&doc), "{l}");
+    }
+    // Its owner continues it: a new version of the same document, not a second one.
+    let (s, v2) = ingest(
+        &pipeline,
+        "v2",
+        "# Handbook\n\nSalary bands are reviewed in April.",
+    );
+    assert_eq!(
+        (s, v2["status"].as_str(), v2["document_id"].as_str()),
+        (201, Some("new_version"), Some(doc.as_str())),
+        "{v2}"
+    );
+    // Another writer outside the ACL: the document does not exist for it, at every door.
+    for (path, k) in [
+        (format!("/v1/assets/{doc}"), &ann),
+        (format!("/v1/knowledge/documents/{doc}"), &ann),
+        (format!("/v1/assets/{doc}"), &gadmin),
+    ] {
+        assert_error(call(app.get(k, &path)), 404, "NOT_FOUND");
+    }
+    for k in [&ann, &gadmin] {
+        assert_error(
+            call(app.delete(k, &format!("/v1/knowledge/documents/{doc}"))),
+            404,
+            "NOT_FOUND",
+        );
+    }
+    let (s, l) = call(app.get(&ann, "/v1/assets?kind=document"));
+    assert_eq!(s, 200, "{l}");
+    assert!(!l.to_string().contains(&doc), "{l}");
+    // Its ingest under the same source id starts a document of its own and leaves this one be.
+    let (s, mine) = ingest(&ann, "v1", "# Handbook\n\nMy own notes.");
+    assert_eq!(
+        (s, mine["status"].as_str()),
+        (201, Some("created")),
+        "{mine}"
+    );
+    assert_ne!(mine["document_id"].as_str(), Some(doc.as_str()), "{mine}");
+    let (_, got) = call(app.get(&hana, &format!("/v1/knowledge/documents/{doc}")));
+    assert!(got.to_string().contains("April"), "{got}");
+
+    // The admin deletes it without reading it.
+    let (s, r) = call(app.delete(&admin, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(s, 200, "{r}");
+    assert_error(
+        call(app.get(&hana, &format!("/v1/knowledge/documents/{doc}"))),
+        404,
+        "NOT_FOUND",
+    );
+}
+
 // 6 ------------------------------------------------------------------------------------------
 
 #[test]

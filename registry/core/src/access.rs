@@ -46,7 +46,11 @@ pub const PENDING_MEMORY: [AssetStatus; 3] = [
 /// How much of the asset `m` the principal `p` may read.
 pub fn sight(p: &Principal, m: &AssetMeta) -> Sight {
     if !p.can_see(m) {
-        return Sight::None;
+        return if answers_for(p, m) {
+            Sight::Metadata
+        } else {
+            Sight::None
+        };
     }
     if m.kind != AssetKind::Memory || m.status.is_servable() {
         return Sight::Full;
@@ -59,6 +63,16 @@ pub fn sight(p: &Principal, m: &AssetMeta) -> Sight {
     } else {
         Sight::None
     }
+}
+
+/// Whether `p` answers for an asset its ACL or purposes keep it from reading: the asset is on
+/// `p`'s path and within its clearance, and `p` owns or governs it, so it may replace and delete
+/// it (a document an admin's ingest pipeline files under `acl: ["group:hr"]`). Such a principal
+/// knows the asset exists, without its content, at every door that lists, replaces or deletes.
+fn answers_for(p: &Principal, m: &AssetMeta) -> bool {
+    p.visible_scope_keys().contains(&m.scope.key())
+        && p.cleared_for(&m.scope, m.sensitivity)
+        && (owns(p, m) || governs(p, m))
 }
 
 /// Whether the principal governs the asset: an admin of its scope (within the key's projects)
@@ -202,6 +216,46 @@ mod tests {
         assert_eq!(sight(&admin, &revoked), Sight::Metadata);
         let active = memory(Scope::tenant("acme"), "ann", AssetStatus::Active);
         assert!(may(&reader, Action::Read, &active));
+    }
+
+    #[test]
+    fn a_document_outside_its_acl_is_known_without_content_to_who_answers_for_it() {
+        let mut doc = AssetMeta::new(
+            AssetKind::Document,
+            Scope::tenant("acme"),
+            "pipeline",
+            SourceKind::Document,
+        );
+        doc.acl =
+            crate::acl::Acl::new(vec![crate::acl::AclEntry::parse("group:hr").unwrap()]).unwrap();
+        let role = |user: &str, tenant: &str, r: Role| {
+            let mut p = Principal::new(tenant, user);
+            p.roles = vec![r];
+            p
+        };
+        let admin = role("root", "acme", Role::Admin);
+        let owner = role("pipeline", "acme", Role::Writer);
+        // Its owner and its tenant's admins may replace and delete it, so they know it exists,
+        // but its ACL still keeps its content from them.
+        for p in [&admin, &owner] {
+            assert_eq!(sight(p, &doc), Sight::Metadata, "{}", p.user);
+            assert!(may(p, Action::See, &doc) && !may(p, Action::Read, &doc));
+            assert!(may(p, Action::Replace, &doc) && may(p, Action::Delete, &doc));
+        }
+        // Anyone else outside the ACL, another tenant's admin, and an admin not cleared for
+        // its sensitivity: nothing, as for a missing asset.
+        let mut uncleared = admin.clone();
+        uncleared.clearance = Sensitivity::Public;
+        for p in [
+            &role("ann", "acme", Role::Writer),
+            &role("root", "globex", Role::Admin),
+            &uncleared,
+        ] {
+            assert_eq!(sight(p, &doc), Sight::None, "{}/{}", p.tenant, p.user);
+        }
+        let mut hr = role("hana", "acme", Role::Reader);
+        hr.groups = vec!["hr".into()];
+        assert_eq!(sight(&hr, &doc), Sight::Full);
     }
 
     #[test]
