@@ -577,7 +577,9 @@ impl KnowledgeService {
                 ..Default::default()
             })?
             .into_iter()
-            .filter(|r| access::may(p, access::Action::See, &r.meta))
+            // An admin also continues a document in a scope off its own path (another user's,
+            // which it may write into) rather than start a second one beside it.
+            .filter(|r| access::may(p, access::Action::See, &r.meta) || access::governs(p, &r.meta))
             .collect();
         found.sort_by_key(|r| (r.meta.owner != p.user, std::cmp::Reverse(r.meta.updated_at)));
         Ok(found.into_iter().next())

@@ -346,6 +346,24 @@ fn item3_a_document_outside_its_own_acl_is_governed_by_its_owner_and_admins_unre
     let (_, got) = call(app.get(&hana, &format!("/v1/knowledge/documents/{doc}")));
     assert!(got.to_string().contains("April"), "{got}");
 
+    // An admin continues a document it filed into another user's scope (off its own path).
+    let filed = |version: &str| {
+        call(app.post(
+            &admin,
+            "/v1/knowledge/documents",
+            &json!({"source_id": "ann-review.md", "format": "md", "version": version,
+                "scope": {"tenant": "acme", "user": "ann"}, "content": format!("# Review\n\nAnn met her goals, as of {version}.")}),
+        ))
+    };
+    let (s, first) = filed("v1");
+    assert_eq!(s, 201, "{first}");
+    let (s, second) = filed("v2");
+    assert_eq!(
+        (s, second["status"].as_str(), second["document_id"].as_str()),
+        (201, Some("new_version"), first["document_id"].as_str()),
+        "{second}"
+    );
+
     // The admin deletes it without reading it.
     let (s, r) = call(app.delete(&admin, &format!("/v1/knowledge/documents/{doc}")));
     assert_eq!(s, 200, "{r}");
