@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
-use registry_server::state::AppState;
+use registry_server::state::{AppState, Models};
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;
 
@@ -135,6 +135,29 @@ macro_rules! sqlite_only {
     };
 }
 
+/// The models for `config`'s model settings, loaded once per test process and shared by every
+/// `TestApp` with those settings, as one server shares them across its requests: loading the
+/// pair took most of a small test's time and a gigabyte of memory per app.
+pub fn shared_models(config: &Config) -> Models {
+    type Settings = (String, Option<PathBuf>, usize, usize, usize, usize);
+    static LOADED: std::sync::Mutex<Vec<(Settings, Models)>> = std::sync::Mutex::new(Vec::new());
+    let settings: Settings = (
+        config.embed_model.to_string(),
+        config.model_dir.clone(),
+        config.embed_threads,
+        config.embed_sessions,
+        config.embed_batch,
+        config.embed_query_cache,
+    );
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, m)) = loaded.iter().find(|(s, _)| *s == settings) {
+        return m.clone();
+    }
+    let models = Models::load(config).unwrap();
+    loaded.push((settings, models.clone()));
+    models
+}
+
 pub struct Key {
     pub secret: String,
     pub id: String,
@@ -161,7 +184,7 @@ impl TestApp {
         tweak(&mut config);
         // After `tweak`: a test that reopens an earlier app's data directory reopens its schema.
         let config = on_test_store(config);
-        let state = AppState::open(config).unwrap();
+        let state = AppState::open_with_models(config.clone(), shared_models(&config)).unwrap();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         std_listener.set_nonblocking(true).unwrap();
         let addr = std_listener.local_addr().unwrap();

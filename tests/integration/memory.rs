@@ -897,13 +897,12 @@ fn an_acknowledged_memory_survives_kill_9() {
     }
     server.kill9();
     {
-        let state = registry_server::state::AppState::open(on_test_store(
-            registry_server::config::Config {
-                data_dir: data.clone(),
-                ..Default::default()
-            },
-        ))
-        .unwrap();
+        let config = on_test_store(registry_server::config::Config {
+            data_dir: data.clone(),
+            ..Default::default()
+        });
+        let models = shared_models(&config);
+        let state = registry_server::state::AppState::open_with_models(config, models).unwrap();
         use registry_core::retrieval::VisibilityFilter;
         let p = Principal::new("acme", "ann");
         let filter = VisibilityFilter::for_principal(&p, &[AssetKind::Memory]);

@@ -321,27 +321,20 @@ fn open_vector_index(
     Ok((q.clone(), Some(q)))
 }
 
-impl AppState {
-    /// Opens (and migrates) everything under `config.data_dir`: the embedded backends (SQLite,
-    /// blobs, tantivy, the vector index, the local model) and the services over them.
-    pub fn open(config: Config) -> Result<AppState, StartError> {
-        let dir = config.data_dir.clone();
-        let io = |source| StartError::DataDir {
-            dir: dir.display().to_string(),
-            source,
-        };
-        std::fs::create_dir_all(&dir).map_err(io)?;
-        let (store, shared_blobs) = open_stores(&config, StoreOptions::default().readers)?;
-        // A text index of an older stored format (or analysis), or one whose rebuild was
-        // interrupted, is emptied here and rebuilt from the store below, before serving.
-        let text = match TantivyTextIndex::open(dir.join("text")) {
-            Err(registry_text_index::Error::NeedsRebuild { reason, .. }) => {
-                tracing::warn!(%reason, "rebuilding the text index from the store");
-                TantivyTextIndex::rebuild_empty(dir.join("text"))?
-            }
-            other => other?,
-        };
-        let text = Arc::new(text);
+/// The embedding models a registry runs: the search model and the write gate's second opinion
+/// (the same session when the search model is multilingual-e5-small). Loading them is most of
+/// a small registry's start: 19 small integration tests took 61 s on 2 cores loading them per
+/// test and 20 s loading them once.
+#[derive(Clone)]
+pub struct Models {
+    pub embedder: Arc<OnnxEmbedder>,
+    pub gate_embedder: Arc<dyn Embedder>,
+}
+
+impl Models {
+    /// Verifies and loads the models `config` names (`embed_model`, `model_dir`, and the
+    /// sessions, threads, batch and query cache settings).
+    pub fn load(config: &Config) -> Result<Models, StartError> {
         let embedder = Arc::new(OnnxEmbedder::new(EmbedderConfig {
             model: config.embed_model,
             model_dir: config.model_dir.clone(),
@@ -371,6 +364,55 @@ impl AppState {
                     ..EmbedderConfig::for_model(registry_detect::vector::VECTOR_MODEL_NAME)?
                 })?)
             };
+        Ok(Models {
+            embedder,
+            gate_embedder,
+        })
+    }
+}
+
+impl AppState {
+    /// Opens (and migrates) everything under `config.data_dir`: the embedded backends (SQLite,
+    /// blobs, tantivy, the vector index, the local model) and the services over them.
+    pub fn open(config: Config) -> Result<AppState, StartError> {
+        let models = Models::load(&config)?;
+        Self::open_with_models(config, models)
+    }
+
+    /// [`Self::open`] with models loaded already ([`Models::load`] for this configuration's
+    /// model settings): one process serving several registries (the tests) loads them once.
+    pub fn open_with_models(config: Config, models: Models) -> Result<AppState, StartError> {
+        if models.embedder.spec().name != config.embed_model.spec().name {
+            return Err(StartError::Config(crate::config::ConfigError::Invalid {
+                setting: "embed_model",
+                message: format!(
+                    "the loaded model is {}, the configuration names {}",
+                    models.embedder.spec().name,
+                    config.embed_model
+                ),
+            }));
+        }
+        let dir = config.data_dir.clone();
+        let io = |source| StartError::DataDir {
+            dir: dir.display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let (store, shared_blobs) = open_stores(&config, StoreOptions::default().readers)?;
+        // A text index of an older stored format (or analysis), or one whose rebuild was
+        // interrupted, is emptied here and rebuilt from the store below, before serving.
+        let text = match TantivyTextIndex::open(dir.join("text")) {
+            Err(registry_text_index::Error::NeedsRebuild { reason, .. }) => {
+                tracing::warn!(%reason, "rebuilding the text index from the store");
+                TantivyTextIndex::rebuild_empty(dir.join("text"))?
+            }
+            other => other?,
+        };
+        let text = Arc::new(text);
+        let Models {
+            embedder,
+            gate_embedder,
+        } = models;
         let (vectors, qdrant) = open_vector_index(&config, &embedder)?;
         let backends = Backends {
             store,

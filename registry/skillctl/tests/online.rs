@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use registry_server::cli::{CreateKey, create_key};
 use registry_server::config::Config;
-use registry_server::state::AppState;
+use registry_server::state::{AppState, Models};
 
 struct Server {
     base: String,
@@ -24,7 +24,12 @@ impl Server {
             ..Config::default()
         };
         config.jobs.enabled = false;
-        let state = AppState::open(config).unwrap();
+        // The models, loaded once for every server of this process (most of a start's cost).
+        static MODELS: std::sync::OnceLock<Models> = std::sync::OnceLock::new();
+        let models = MODELS
+            .get_or_init(|| Models::load(&config).unwrap())
+            .clone();
+        let state = AppState::open_with_models(config, models).unwrap();
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.set_nonblocking(true).unwrap();
         let base = format!("http://{}", l.local_addr().unwrap());
