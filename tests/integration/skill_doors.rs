@@ -524,6 +524,67 @@ fn a_draft_is_served_to_its_author_reviewers_and_admins_only() {
     }
 }
 
+/// The doors that serve any kind of asset ask the skills' rule 1 too: another author's draft is
+/// not listed, read, traced or followed by whoever may not see drafts (found: a reader listed
+/// its id, name, owner and tree digest on `GET /v1/assets?kind=skill_version`).
+#[test]
+fn a_draft_is_hidden_at_the_doors_that_serve_any_kind() {
+    let app = TestApp::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mallory = app.key("acme", "mallory", &["writer"], &[]);
+    let reader = app.key("acme", "rob", &["reader"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let reviewer = app.key("acme", "rita", &["reviewer"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let (bytes, digest) = pack(&make_skill(
+        tmp.path(),
+        "secret-plan",
+        "0.1.0",
+        ONE_TEST,
+        "Not yet.",
+    ));
+    let (s, draft) = publish(&app, &mallory, &bytes, None);
+    assert_eq!(s, 201, "{draft}");
+    let id = draft["id"].as_str().unwrap().to_string();
+    let by_id = [
+        format!("/v1/assets/{id}"),
+        format!("/v1/assets/{id}/impact"),
+    ];
+    for (who, key) in [("reader", &reader), ("another writer", &bob)] {
+        for d in &by_id {
+            assert_error(call(app.get(key, d)), 404, "NOT_FOUND");
+        }
+        let (s, list) = call(app.get(key, "/v1/assets?kind=skill_version"));
+        assert_eq!(s, 200, "{list}");
+        let (_, all) = call(app.get(key, "/v1/assets"));
+        for text in [list.to_string(), all.to_string()] {
+            assert!(!text.contains(&id), "{who} lists the draft: {text}");
+            assert!(!text.contains(&digest), "{who} lists its digest: {text}");
+            assert!(
+                !text.contains("secret-plan"),
+                "{who} lists its name: {text}"
+            );
+        }
+        let session = console_session(&app, key);
+        let (s, page) = console_get(&app, &session, &format!("/ui/derivation?id={id}"));
+        assert_eq!(s, 404, "{who}: {page}");
+        let (_, page) = console_get(&app, &session, "/ui/derivation");
+        assert!(!page.contains(&id), "{who} sees it on the Derivation page");
+    }
+    for (who, key) in [
+        ("author", &mallory),
+        ("reviewer", &reviewer),
+        ("admin", &admin),
+    ] {
+        for d in &by_id {
+            let (s, b) = call(app.get(key, d));
+            assert_eq!(s, 200, "{who} {d}: {b}");
+        }
+        let (_, list) = call(app.get(key, "/v1/assets?kind=skill_version"));
+        assert!(list.to_string().contains(&id), "{who}: {list}");
+    }
+}
+
 // Item 7: who moves a released version. -------------------------------------------------------
 
 const GOVERNANCE_REASON: &str = "not_release_governor";

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use registry_core::access::{self, Action};
+use registry_core::access;
 use registry_core::audit::{AuditAction, AuditDraft, AuditEvent, AuditKey};
 use registry_core::deletion::Receipt;
 use registry_core::feed::{
@@ -71,12 +71,9 @@ pub fn project(store: &dyn Store, p: &Principal, e: &AuditEvent) -> CoreResult<O
     let Some(rec) = store.get(id)? else {
         return Ok(None);
     };
-    if !access::may(p, Action::See, &rec.meta) {
-        return Ok(None);
-    }
-    // A skill version before release is seen only by its author, the reviewers and the
+    // A skill version before release is seen only by its author, the testers, reviewers and
     // admins of its scope, as from every skill door.
-    if rec.meta.kind == AssetKind::SkillVersion && !registry_skills::resolve::may_list(p, &rec) {
+    if !crate::overview::may_see(p, &rec) {
         return Ok(None);
     }
     Ok(Some(FeedEvent {

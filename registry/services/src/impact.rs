@@ -10,7 +10,6 @@
 
 use chrono::{DateTime, Utc};
 use registry_context::{Error, Manifest, ReplayItem, Result};
-use registry_core::access::{self, Action};
 use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::derivation::{ChildStore, Relation};
 use registry_core::principal::Principal;
@@ -136,7 +135,7 @@ impl Services {
             );
         }
         let rec = match self.backends.store.get(id)? {
-            Some(r) if access::may(p, Action::See, &r.meta) => r,
+            Some(r) if crate::overview::may_see(p, &r) => r,
             _ => return Err(Error::not_found(format!("no asset {id}"))),
         };
         let skill = skill_label(&rec);
@@ -214,7 +213,7 @@ impl Services {
             let Some(child) = self.backends.store.get(&e.child)? else {
                 continue;
             };
-            if !access::may(p, Action::See, &child.meta) {
+            if !crate::overview::may_see(p, &child) {
                 continue;
             }
             let link = LinkedAsset {

@@ -81,6 +81,20 @@ fn require_admin(p: &Principal) -> Result<()> {
     }
 }
 
+/// Whether `p` may see stored record `r` at a door that serves any kind (`/v1/assets`, the
+/// impact view, the change feed, the console's derivation page): the access rule, and for a
+/// skill version the skills' rule 1 as at every skill door (another author's draft is seen only
+/// by its author, the testers, reviewers and admins of its scope).
+pub fn may_see(p: &Principal, r: &AssetRecord) -> bool {
+    access::may(p, Action::See, &r.meta)
+        && (r.meta.kind != AssetKind::SkillVersion
+            // Release pointers are the skills domain's bookkeeping, admitted as before.
+            || r.lookup_key
+                .as_deref()
+                .is_some_and(|k| k.starts_with("release:"))
+            || registry_skills::resolve::may_list(p, r))
+}
+
 impl Services {
     /// The schema version of the store (health checks).
     pub fn schema_version(&self) -> Result<i64> {
@@ -93,7 +107,7 @@ impl Services {
     /// an id that names nothing (another tenant's asset answers like a missing one).
     pub fn visible_asset(&self, p: &Principal, id: &str) -> Result<AssetRecord> {
         match self.backends.store.get(id)? {
-            Some(r) if access::may(p, Action::See, &r.meta) => Ok(r),
+            Some(r) if may_see(p, &r) => Ok(r),
             _ => Err(Error::not_found(format!("no asset {id}"))),
         }
     }
@@ -119,7 +133,7 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page.iter().filter(|r| access::may(p, Action::See, &r.meta)) {
+            for r in page.iter().filter(|r| may_see(p, r)) {
                 // Release pointers are bookkeeping of the skills domain, not assets of their own.
                 if r.meta.kind == AssetKind::SkillVersion
                     && r.lookup_key
@@ -181,10 +195,7 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page
-                .into_iter()
-                .filter(|r| access::may(p, Action::See, &r.meta))
-            {
+            for r in page.into_iter().filter(|r| may_see(p, r)) {
                 if out.len() == limit {
                     let next = out.last().map(|r: &AssetRecord| r.meta.id.clone());
                     return Ok((out, next));
@@ -213,13 +224,11 @@ impl Services {
                 last.meta.id.clone(),
                 last.meta.version,
             ));
-            for r in page.iter().filter(|r| access::may(p, Action::See, &r.meta)) {
+            for r in page.iter().filter(|r| may_see(p, r)) {
                 if let Some(k) = r
                     .lookup_key
                     .as_deref()
                     .filter(|k| !k.starts_with("release:"))
-                    // Another author's draft is not listed to whoever may not see it.
-                    .filter(|_| registry_skills::resolve::may_list(p, r))
                 {
                     names.insert(k.to_string());
                 }

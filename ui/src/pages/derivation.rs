@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use axum::extract::{Query, State};
 use maud::html;
-use registry_core::access::{self, Action, Sight};
+use registry_core::access::{self, Sight};
 use registry_core::principal::Principal;
 use registry_services::Services;
 use serde::Deserialize;
@@ -39,7 +39,7 @@ fn label(
     Ok(s.backends
         .store
         .get(id)?
-        .filter(|r| access::may(p, Action::See, &r.meta))
+        .filter(|r| registry_services::overview::may_see(p, r))
         .map(|r| {
             let kind = r.meta.kind.as_str().to_string();
             let short: String = id.chars().take(8).collect();
