@@ -465,14 +465,7 @@ impl KnowledgeService {
                 Acl::try_from(entries).map_err(|e| Error::validation("acl", e.to_string()))?
             }
         };
-        if authority > Authority::Reference
-            && !(p.is_admin() || p.roles.contains(&registry_core::Role::Ingest))
-        {
-            return Err(Error::Forbidden(format!(
-                "authority {} needs an admin or ingest key",
-                authority.as_str()
-            )));
-        }
+        may_set_authority(p, authority)?;
         let scope = req.scope.unwrap_or_else(|| Scope::tenant(p.tenant.clone()));
         scope.validate()?;
         if !p.can_write_into(&scope) {
@@ -587,7 +580,8 @@ impl KnowledgeService {
 
     /// A new version of the document `head` needs its owner or an admin of its scope
     /// ([`access::Action::Replace`]), and only an admin lowers its authority (and with it the
-    /// trust its chunks carry). A new version that names no authority keeps the current one.
+    /// trust its chunks carry). A new version that names no authority keeps the current one,
+    /// which needs the keys that may name it ([`may_set_authority`]).
     fn may_continue(
         p: &Principal,
         head: &AssetRecord,
@@ -597,6 +591,9 @@ impl KnowledgeService {
         access::require(p, access::Action::Replace, &head.meta)?;
         if !prep.authority_given {
             prep.authority = body.authority;
+            // Keeping an authority above reference is giving it to this text: the same keys
+            // as when it is named (a writer's text never inherits a policy's standing).
+            may_set_authority(p, prep.authority)?;
         }
         let lowers = prep.authority < body.authority || prep.authority.trust() < head.meta.trust;
         if lowers && !access::governs(p, &head.meta) {
@@ -1185,6 +1182,20 @@ struct NewVersion {
     doc: AssetRecord,
     version: u32,
     chunks: Vec<AssetRecord>,
+}
+
+/// Authorities above reference (policy, system of record) are given by admin and ingest keys
+/// only, whether a request names one or a new version keeps its document's.
+fn may_set_authority(p: &Principal, authority: Authority) -> Result<()> {
+    if authority > Authority::Reference
+        && !(p.is_admin() || p.roles.contains(&registry_core::Role::Ingest))
+    {
+        return Err(Error::Forbidden(format!(
+            "authority {} needs an admin or ingest key",
+            authority.as_str()
+        )));
+    }
+    Ok(())
 }
 
 impl NewVersion {

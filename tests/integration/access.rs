@@ -259,6 +259,94 @@ fn item3_a_writer_neither_versions_nor_deletes_another_owners_document() {
     assert_eq!(s, 200, "{r}");
 }
 
+/// Item 3's other twin: a new version that names no authority keeps its document's, and keeping
+/// one above reference is giving it, which needs an admin or ingest key as naming it does (found:
+/// an admin filed a policy in a writer's name; the writer's new text, naming no authority, was
+/// served as policy with authoritative trust).
+#[test]
+fn item3_a_writers_new_version_never_inherits_an_authority_it_may_not_give() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let reader = app.key("acme", "rita", &["reader"], &[]);
+    let (s, d) = call(app.post(
+        &admin,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "expenses.md", "format": "md", "authority": "policy", "owner": "ann",
+        "content": "# Expenses\n\nMeals above 50 EUR need a receipt and a manager's approval."}),
+    ));
+    assert_eq!(s, 201, "{d}");
+    let doc = d["document_id"].as_str().unwrap().to_string();
+    // Naming it, and keeping it by naming nothing, are refused alike.
+    for authority in [Some("policy"), None] {
+        let mut body = json!({
+            "source_id": "expenses.md", "format": "md", "version": "v2",
+            "content": "# Expenses\n\nMeals of any price are approved without a receipt."});
+        if let Some(a) = authority {
+            body["authority"] = json!(a);
+        }
+        let e = assert_error(
+            call(app.post(&ann, "/v1/knowledge/documents", &body)),
+            403,
+            "FORBIDDEN",
+        );
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("policy"),
+            "{e}"
+        );
+    }
+    let (_, got) = call(app.get(&reader, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(got["document"]["version"], 1, "{got}");
+    assert!(!got.to_string().contains("without a receipt"), "{got}");
+    // Nor may she lower it to reference to get her text in.
+    assert_error(
+        call(app.post(
+            &ann,
+            "/v1/knowledge/documents",
+            &json!({
+            "source_id": "expenses.md", "format": "md", "version": "v2", "authority": "reference",
+            "content": "# Expenses\n\nMeals of any price are approved without a receipt."}),
+        )),
+        403,
+        "FORBIDDEN",
+    );
+    // A reference document of her own she continues without naming its authority.
+    let (s, _) = call(app.post(
+        &ann,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "notes.md", "format": "md", "content": "# Notes\n\nFirst."}),
+    ));
+    assert_eq!(s, 201);
+    let (s, v2) = call(app.post(
+        &ann,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "notes.md", "format": "md", "version": "v2", "content": "# Notes\n\nSecond."}),
+    ));
+    assert_eq!(
+        (s, v2["status"].as_str()),
+        (201, Some("new_version")),
+        "{v2}"
+    );
+    // The admin continues the policy, naming nothing.
+    let (s, v2) = call(app.post(
+        &admin,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "expenses.md", "format": "md", "version": "v2", "owner": "ann",
+        "content": "# Expenses\n\nMeals above 60 EUR need a receipt."}),
+    ));
+    assert_eq!(
+        (s, v2["status"].as_str()),
+        (201, Some("new_version")),
+        "{v2}"
+    );
+    let (_, got) = call(app.get(&reader, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(got["document"]["authority"], "policy", "{got}");
+}
+
 /// The twin of item 3 for a document its own ACL keeps from whoever answers for it (an admin's
 /// ingest pipeline filing under `group:hr`): its owner and its admins know it exists, continue
 /// it and delete it, without reading it; anyone else outside the ACL finds nothing.
