@@ -277,6 +277,21 @@ fn clearance_and_purpose_filter_every_door_before_ranking() {
         .filter_map(|w| w["reason"].as_str())
         .collect();
     assert!(reasons.contains(&"clearance"), "{seen}");
+    // An admin not cleared for what was withheld learns nothing of it: not from this manifest,
+    // nor from its own pack's (found: `withheld` was kept for any admin of the tenant).
+    let low_admin = app.key_with("acme", "lou", &["admin"], |c| {
+        c.clearance = Some("internal".into());
+    });
+    let (s, low) = call(app.get(&low_admin, &format!("/v1/context/{id}")));
+    assert_eq!(s, 200, "{low}");
+    assert!(low.get("withheld").is_none(), "{low}");
+    let low_pack = pack_text(&app, &low_admin, &[], q);
+    assert!(!drawn(&low_pack).contains("compensation"));
+    assert!(
+        low_pack["manifest"].get("withheld").is_none(),
+        "{}",
+        low_pack["manifest"]
+    );
     // A user always reads their own user-scope memory, whatever its sensitivity.
     let (s, own) = call(app.post(
         &support,

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use registry_core::principal::Principal;
-use registry_core::store::StoredManifest;
+use registry_core::store::{AssetStore, StoredManifest};
 use registry_core::{ErrorCode, FieldError, FieldReason};
 use registry_knowledge::Freshness;
 use registry_memory::record::{Layer as MemLayer, LevelName, MemoryClass};
@@ -270,12 +270,36 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// The manifest as `p` may read it: without `withheld` unless `p` governs the tenant.
-    pub fn for_reader(mut self, p: &Principal) -> Manifest {
-        if !p.governs(&registry_core::Scope::tenant(&self.tenant)) {
-            self.withheld.clear();
+    /// The manifest as `p` may read it: `withheld` keeps only the entries `p` governs (an admin
+    /// of the asset's scope, within the key's projects, cleared for its sensitivity, looked up
+    /// now in `store`), so an uncleared or project-bound admin learns nothing of what it may
+    /// not see, and a purged asset leaves no entry.
+    pub fn for_reader(mut self, p: &Principal, store: &dyn AssetStore) -> Result<Manifest> {
+        if self.withheld.is_empty() {
+            return Ok(self);
         }
-        self
+        if !p.is_admin() {
+            self.withheld.clear();
+            return Ok(self);
+        }
+        let ids: Vec<String> = self
+            .withheld
+            .iter()
+            .filter_map(|o| o.source_id.clone())
+            .collect();
+        let governed: HashSet<String> = store
+            .find(&registry_core::store::AssetQuery {
+                ids: Some(ids),
+                heads_only: true,
+                ..Default::default()
+            })?
+            .into_iter()
+            .filter(|r| registry_core::access::governs(p, &r.meta))
+            .map(|r| r.meta.id)
+            .collect();
+        self.withheld
+            .retain(|o| o.source_id.as_ref().is_some_and(|id| governed.contains(id)));
+        Ok(self)
     }
 }
 
@@ -678,7 +702,7 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
     state.memory.record_use(&served)?;
     save(state, &pack.manifest, req, assets)?;
     Ok(Pack {
-        manifest: pack.manifest.for_reader(p),
+        manifest: pack.manifest.for_reader(p, state.store.as_ref())?,
         ..pack
     })
 }
@@ -1189,8 +1213,8 @@ pub fn load(state: &ContextService, p: &Principal, id: &str) -> Result<Manifest>
     match state.manifests.get_manifest(id)? {
         Some(m) if m.tenant == p.tenant && (m.principal == p.user || p.is_admin()) => {
             serde_json::from_value::<Manifest>(m.manifest)
-                .map(|m| m.for_reader(p))
-                .map_err(Error::internal)
+                .map_err(Error::internal)?
+                .for_reader(p, state.store.as_ref())
         }
         _ => Err(Error::not_found(format!("no context pack {id}"))),
     }

@@ -94,9 +94,8 @@ impl ContextService {
             .into_iter()
             .map(|m| {
                 let replayable = m.request.is_some();
-                serde_json::from_value::<Manifest>(m.manifest)
-                    .map(|m| (m.for_reader(p), replayable))
-                    .map_err(Error::internal)
+                let m = serde_json::from_value::<Manifest>(m.manifest).map_err(Error::internal)?;
+                Ok((m.for_reader(p, self.store.as_ref())?, replayable))
             })
             .collect::<Result<_>>()?;
         Ok((total, manifests))
