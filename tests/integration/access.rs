@@ -521,6 +521,64 @@ fn item6_a_writer_neither_supersedes_nor_confirms_a_record_it_cannot_read() {
 
 // 8 ------------------------------------------------------------------------------------------
 
+/// Item 8's twin for context manifests, which name no project: an admin bound to some projects
+/// reads only its own, at every door that serves them (found: it read a pack compiled under
+/// another project, with that project's scope keys and hashes).
+#[test]
+fn item8_a_project_bound_admin_reads_no_manifest_but_its_own() {
+    let app = TestApp::start();
+    let dora = app.project_key("acme", "dora", &["writer"], &["mergers"]);
+    let web_admin = app.project_key("acme", "wadmin", &["admin"], &["web"]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let memo = id(&write_in(
+        &app,
+        &dora,
+        "mergers",
+        json!({"class": "semantic", "scope": "project",
+            "content": "The merger memo for Initech is in the legal drive"}),
+    ));
+    let (s, pack) = call(
+        app.post(
+            &dora,
+            "/v1/context",
+            &json!({"goal": "merger memo Initech", "budget": 2000, "min_score": 0.0}),
+        )
+        .header("X-Project", "mergers"),
+    );
+    assert_eq!(s, 200, "{pack}");
+    let pid = pack["id"].as_str().unwrap().to_string();
+    assert!(
+        pack.to_string().contains(&memo),
+        "the pack drew on the memo: {pack}"
+    );
+    assert_error(
+        call(app.get(&web_admin, &format!("/v1/context/{pid}"))),
+        404,
+        "NOT_FOUND",
+    );
+    let (s, _) = call(app.post(&web_admin, &format!("/v1/context/{pid}/replay"), &json!({})));
+    assert_eq!(s, 404);
+    let cookie = console(&app, &web_admin);
+    let (_, overview) = console_get(&app, &cookie, "/ui/context");
+    assert!(!overview.contains(&pid), "listed on the console");
+    let (s, page) = console_get(&app, &cookie, &format!("/ui/context/{pid}"));
+    assert!(s == 404 && !page.contains(&memo), "{s}: {page}");
+    // Its own packs it reads; an admin of every project reads dora's.
+    let (s, own) = call(app.post(
+        &web_admin,
+        "/v1/context",
+        &json!({"goal": "deploy web", "budget": 2000}),
+    ));
+    assert_eq!(s, 200, "{own}");
+    let (s, _) = call(app.get(
+        &web_admin,
+        &format!("/v1/context/{}", own["id"].as_str().unwrap()),
+    ));
+    assert_eq!(s, 200);
+    let (s, got) = call(app.get(&admin, &format!("/v1/context/{pid}")));
+    assert_eq!(s, 200, "{got}");
+}
+
 #[test]
 fn item8_a_project_bound_admin_erases_nothing_in_other_projects() {
     let app = TestApp::start();

@@ -1207,11 +1207,12 @@ fn save(
     Ok(())
 }
 
-/// A manifest the caller may read: same tenant, and their own or the caller is an admin.
-/// Anything else is "not found", as for a missing id.
+/// A manifest the caller may read ([`registry_core::access::may_read_manifest`]: same tenant,
+/// and their own, or the caller reads every manifest of the tenant). Anything else is "not
+/// found", as for a missing id.
 pub fn load(state: &ContextService, p: &Principal, id: &str) -> Result<Manifest> {
     match state.manifests.get_manifest(id)? {
-        Some(m) if m.tenant == p.tenant && (m.principal == p.user || p.is_admin()) => {
+        Some(m) if registry_core::access::may_read_manifest(p, &m.tenant, &m.principal) => {
             serde_json::from_value::<Manifest>(m.manifest)
                 .map_err(Error::internal)?
                 .for_reader(p, state.store.as_ref())

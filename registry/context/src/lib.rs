@@ -78,7 +78,7 @@ impl ContextService {
     }
 
     /// The stored manifests of `p`'s tenant that included `asset` and that `p` may read (its
-    /// own, or any for an admin), newest first, at most `limit`, each with whether it can be
+    /// own, or any for whoever reads the tenant's manifests), newest first, at most `limit`, each with whether it can be
     /// replayed, and how many there are.
     pub fn manifests_with_asset(
         &self,
@@ -86,7 +86,8 @@ impl ContextService {
         asset: &str,
         limit: usize,
     ) -> Result<(usize, Vec<(Manifest, bool)>)> {
-        let principal = (!p.is_admin()).then_some(p.user.as_str());
+        let principal =
+            (!registry_core::access::reads_tenant_manifests(p)).then_some(p.user.as_str());
         let (total, stored) = self
             .manifests
             .manifests_with_asset(&p.tenant, principal, asset, limit)?;

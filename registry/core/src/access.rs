@@ -127,11 +127,22 @@ pub fn within_projects(p: &Principal, scope: &Scope) -> bool {
     scope.project.as_ref().is_none_or(|x| p.member_of(x))
 }
 
-/// Whether erasing `subject` reaches its context manifests, which name no project: the subject
-/// themself, or an admin of the tenant whose key is not bound to some of its projects.
+/// Whether `p` reads every stored context manifest of its tenant, not only its own. Manifests
+/// name no project (one pack draws on several), so only an admin whose key is not bound to some
+/// of the tenant's projects does.
+pub fn reads_tenant_manifests(p: &Principal) -> bool {
+    p.is_admin() && (p.projects.is_empty() || p.member_of(crate::principal::ALL_PROJECTS))
+}
+
+/// Whether `p` reads the stored context manifest that `principal` of `tenant` compiled.
+pub fn may_read_manifest(p: &Principal, tenant: &str, principal: &str) -> bool {
+    tenant == p.tenant && (principal == p.user || reads_tenant_manifests(p))
+}
+
+/// Whether erasing `subject` reaches its context manifests: the subject themself, or whoever
+/// reads every manifest of the tenant ([`reads_tenant_manifests`]).
 pub fn erasure_reaches_manifests(p: &Principal, subject: &str) -> bool {
-    p.user == subject
-        || (p.is_admin() && (p.projects.is_empty() || p.member_of(crate::principal::ALL_PROJECTS)))
+    p.user == subject || reads_tenant_manifests(p)
 }
 
 /// What erasing `subject` does to the asset `m` when `p` asks for it.

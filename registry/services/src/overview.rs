@@ -2,7 +2,8 @@
 //! counts, activity per day, the audit events and deletion receipts a principal may read, and
 //! the stored context manifests. Each applies the same access rules as the HTTP API does for
 //! the same data (the audit: admins only, their tenant and the global scope, their projects;
-//! receipts: the asker or the tenant's admins; manifests: the asker or the tenant's admins).
+//! receipts: the asker or the tenant's admins; manifests: the asker or the tenant's admins not
+//! bound to some projects).
 
 use std::collections::BTreeMap;
 
@@ -332,7 +333,7 @@ impl Services {
                 }
             }
         }
-        let who = (!p.is_admin()).then_some(p.user.as_str());
+        let who = (!access::reads_tenant_manifests(p)).then_some(p.user.as_str());
         for m in self.backends.store.list_manifests(&p.tenant, who, 10_000)? {
             packs.add(m.created_at, "context packs");
         }
@@ -361,10 +362,10 @@ impl Services {
         Ok(out)
     }
 
-    /// Stored context manifests `p` may read (its own; a tenant admin: the tenant's), newest
-    /// first.
+    /// Stored context manifests `p` may read (its own; an admin not bound to some projects: the
+    /// tenant's), newest first.
     pub fn recent_manifests(&self, p: &Principal, limit: usize) -> Result<Vec<StoredManifest>> {
-        let who = (!p.is_admin()).then_some(p.user.as_str());
+        let who = (!access::reads_tenant_manifests(p)).then_some(p.user.as_str());
         Ok(self.backends.store.list_manifests(&p.tenant, who, limit)?)
     }
 }
