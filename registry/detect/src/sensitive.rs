@@ -146,6 +146,11 @@ static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d(?:[ -]?\d){12,18}\b"))
 static IBAN: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"));
 static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{3})-(\d{2})-(\d{4})\b"));
 static CN_ID: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{17}[\dXx]\b"));
+/// A UUID (the registry's asset and artifact ids): its groups are no phone or card number,
+/// however many of them happen to be all digits (about one id in twenty).
+static UUID: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b")
+});
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?)?\b\d{3,4}[ .-]\d{3,4}(?:[ .-]\d{2,4})?\b|\+\d{8,15}\b|\b(?:\+?86[ -]?)?1[3-9]\d(?:[ -]?\d{4}){2}\b",
@@ -1172,10 +1177,13 @@ pub fn scan_sensitive(text: &str) -> Vec<FindingKind> {
     if CARD_SECURITY.is_match(text) {
         out.push(FindingKind::CardNumber);
     }
-    let mut number_spans = vec![];
+    let ids: Vec<std::ops::Range<usize>> = UUID.find_iter(text).map(|m| m.range()).collect();
+    let in_id =
+        |r: &std::ops::Range<usize>| ids.iter().any(|s| s.start <= r.start && r.end <= s.end);
+    let mut number_spans = ids.clone();
     // Long digit runs are card candidates whether or not they pass Luhn; a phone number is
     // never looked for inside one.
-    for m in CARD.find_iter(text) {
+    for m in CARD.find_iter(text).filter(|m| !in_id(&m.range())) {
         if luhn_valid(m.as_str()) {
             out.push(FindingKind::CardNumber);
         }
@@ -1264,10 +1272,29 @@ mod tests {
             ("工行卡号6222020200112233446已绑定", CardNumber),
             ("ＡＫＩＡＩＯＳＦＯＤＮＮ７ＥＸＡＭＰＬＥ", AwsAccessKey),
             ("sk-abcdefgh\u{200B}ijklmnop1234567890", ApiKey),
+            // Beside an id, a number is still found.
+            (
+                "see 01a25176-4490-7312-8622-709a06b0d10e, call +1 415 555 2671",
+                Phone,
+            ),
         ];
         for (text, kind) in cases {
             let f = scan_sensitive(text);
             assert!(f.contains(kind), "{text:?} → {f:?}");
+        }
+    }
+
+    /// A UUID whose groups happen to be all digits is an id, not a phone or card number (an
+    /// evidence item naming a document was refused as a phone number in a tenant memory).
+    #[test]
+    fn ids_are_not_numbers() {
+        for text in [
+            "01a25176-4490-7312-8622-709a06b0d10e",
+            "doc:01a25176-4490-7312-8622-709a06b0d10e#intro",
+            "see 12345678-1234-7123-8123-123456789012 for the source",
+            "0190b1c2-5555-7555-9555-555555555555",
+        ] {
+            assert_eq!(scan_sensitive(text), vec![], "{text:?}");
         }
     }
 
