@@ -462,6 +462,70 @@ fn item3_a_document_outside_its_own_acl_is_governed_by_its_owner_and_admins_unre
     );
 }
 
+/// A deletion's receipt, at every door that answers with it, flags only the citing assets its
+/// reader may see (found: deleting a document answered with the id of another user's private
+/// memory that cited it, an id that answers 404 to the deleter everywhere else).
+#[test]
+fn a_deletion_receipt_flags_only_the_citing_assets_its_reader_may_see() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let carol = app.key("acme", "carol", &["writer"], &[]);
+    let (s, d) = call(app.post(
+        &ann,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "onboarding.md", "format": "md",
+        "content": "# Onboarding\n\nNew hires get a laptop on their first day."}),
+    ));
+    assert_eq!(s, 201, "{d}");
+    let doc = d["document_id"].as_str().unwrap().to_string();
+    let private = id(&write(
+        &app,
+        &bob,
+        json!({"class": "episodic",
+        "content": "I was slow to get my laptop and told my manager I might quit",
+        "evidence": [doc.clone()]}),
+    ));
+    let shared = id(&write(
+        &app,
+        &carol,
+        json!({"class": "semantic", "scope": "tenant",
+        "content": "Laptops for new hires are ordered two weeks ahead",
+        "evidence": [doc.clone()]}),
+    ));
+    assert_error(
+        call(app.get(&ann, &format!("/v1/assets/{private}"))),
+        404,
+        "NOT_FOUND",
+    );
+    let (s, receipt) = call(app.delete(&ann, &format!("/v1/knowledge/documents/{doc}")));
+    assert_eq!(s, 200, "{receipt}");
+    let again = call(app.get(
+        &ann,
+        &format!("/v1/receipts/{}", receipt["id"].as_str().unwrap()),
+    ));
+    assert_eq!(again.0, 200, "{}", again.1);
+    for r in [&receipt, &again.1] {
+        let text = r.to_string();
+        assert!(
+            !text.contains(&private),
+            "the receipt names bob's memory: {r}"
+        );
+        let flagged: Vec<&str> = r["flagged"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|f| f["id"].as_str())
+            .collect();
+        assert_eq!(flagged, [shared.as_str()], "{r}");
+        assert_eq!(r["counts"]["flagged"], 1, "{r}");
+    }
+    // Flagged, not deleted: bob's memory is as it was.
+    let (s, m) = call(app.get(&bob, &format!("/v1/memories/{private}")));
+    assert_eq!(s, 200, "{m}");
+}
+
 // 6 ------------------------------------------------------------------------------------------
 
 #[test]

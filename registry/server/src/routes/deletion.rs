@@ -86,8 +86,9 @@ pub async fn erase_subject(
             if q.dry_run.unwrap_or(false) {
                 return Ok(axum::Json(ErasureAnswer::Plan(plan)));
             }
+            let receipt = s.services.erase(&p, plan, reason)?;
             Ok(axum::Json(ErasureAnswer::Receipt(Box::new(
-                s.services.erase(&p, plan, reason)?,
+                s.services.deletions.for_reader(&p, receipt)?,
             ))))
         })
         .await

@@ -135,7 +135,7 @@ pub async fn delete_document(
                 registry_core::deletion::DeletionLevel::Purged,
                 "document deleted",
             )?;
-            Ok(axum::Json(receipt))
+            Ok(axum::Json(s.services.deletions.for_reader(&p, receipt)?))
         })
         .await
 }

@@ -407,7 +407,7 @@ pub async fn revoke(
                     registry_core::deletion::DeletionLevel::Purged,
                     "memory deleted",
                 )?;
-                answer.receipt = Some(receipt);
+                answer.receipt = Some(s.services.deletions.for_reader(&p, receipt)?);
             }
             Ok(axum::Json(answer))
         })

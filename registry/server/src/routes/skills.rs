@@ -449,11 +449,11 @@ pub async fn delete_version(
 ) -> ApiResult<axum::Json<registry_core::deletion::Receipt>> {
     state
         .blocking(move |s| {
-            Ok(axum::Json(
-                s.services
-                    .skills
-                    .delete_version(&p, &v.name, &v.version, q.reason)?,
-            ))
+            let receipt = s
+                .services
+                .skills
+                .delete_version(&p, &v.name, &v.version, q.reason)?;
+            Ok(axum::Json(s.services.deletions.for_reader(&p, receipt)?))
         })
         .await
 }

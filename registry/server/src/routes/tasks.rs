@@ -213,7 +213,10 @@ pub async fn delete_task(
     Query(q): Query<DeleteParams>,
 ) -> ApiResult<axum::Json<Receipt>> {
     state
-        .blocking(move |s| Ok(axum::Json(s.services.tasks.delete(&p, &id, q.reason)?)))
+        .blocking(move |s| {
+            let receipt = s.services.tasks.delete(&p, &id, q.reason)?;
+            Ok(axum::Json(s.services.deletions.for_reader(&p, receipt)?))
+        })
         .await
 }
 

@@ -154,9 +154,40 @@ impl Deletions {
     /// (or, for the global scope, the platform). Anything else answers "not found".
     pub fn receipt(&self, p: &Principal, id: &str) -> CoreResult<Receipt> {
         match self.backends.store.get_receipt(id)? {
-            Some(r) if registry_core::access::may_read_receipt(p, &r) => Ok(r),
+            Some(r) if registry_core::access::may_read_receipt(p, &r) => self.for_reader(p, r),
             _ => Err(CoreError::NotFound(format!("no receipt {id}"))),
         }
+    }
+
+    /// Receipt `r` as `p` reads it, at every door that answers with one: its `flagged` list
+    /// (assets that cite what was deleted, kept and flagged rather than deleted) names only the
+    /// assets `p` may see now ([`crate::overview::may_see`]), so a deletion tells its deleter
+    /// nothing of the private records of others that cited it. The stored receipt keeps them.
+    pub fn for_reader(&self, p: &Principal, mut r: Receipt) -> CoreResult<Receipt> {
+        if r.flagged.is_empty() {
+            return Ok(r);
+        }
+        let ids: Vec<AssetId> = r.flagged.iter().map(|f| f.id.clone()).collect();
+        let mut seen = std::collections::HashSet::new();
+        for part in ids.chunks(500) {
+            registry_core::deadline::check()?;
+            let recs = self
+                .backends
+                .store
+                .find(&registry_core::store::AssetQuery {
+                    ids: Some(part.to_vec()),
+                    heads_only: true,
+                    ..Default::default()
+                })?;
+            seen.extend(
+                recs.into_iter()
+                    .filter(|rec| crate::overview::may_see(p, rec))
+                    .map(|rec| rec.meta.id),
+            );
+        }
+        r.flagged.retain(|f| seen.contains(&f.id));
+        r.counts.flagged = r.flagged.len() as u64;
+        Ok(r)
     }
 }
 
