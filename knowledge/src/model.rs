@@ -58,7 +58,8 @@ impl Authority {
         1.0 + 0.1 * f32::from(self.level())
     }
 
-    /// The governance trust an authority earns.
+    /// The governance trust an authority earns, at most (a document carries the lower of this
+    /// and what the filing key grants).
     pub fn trust(self) -> Trust {
         match self {
             Authority::Policy | Authority::SystemOfRecord => Trust::AuthoritativeSystem,

@@ -381,6 +381,10 @@ struct Prepared {
     authority: Authority,
     /// False when `authority` defaulted (a new version then keeps the current one's).
     authority_given: bool,
+    /// The highest trust the caller's key grants ([`Principal::trust_ceiling`]): a document's
+    /// trust is the lower of its authority's and this, as a memory's is (a writer's reference
+    /// document is a user statement; an ingest pipeline's, a verified fact).
+    trust_ceiling: registry_core::Trust,
     scope: Scope,
     acl: Acl,
     sensitivity: registry_core::Sensitivity,
@@ -510,6 +514,7 @@ impl KnowledgeService {
             owner,
             authority,
             authority_given: req.authority.is_some(),
+            trust_ceiling: p.trust_ceiling(),
             scope,
             acl,
             sensitivity: req
@@ -1211,7 +1216,7 @@ impl NewVersion {
             scope: prep.scope.clone(),
             owner: prep.owner.clone(),
             source: SourceKind::Document,
-            trust: prep.authority.trust(),
+            trust: prep.authority.trust().min(prep.trust_ceiling),
             sensitivity: prep.sensitivity,
             acl: prep.acl.clone(),
             version,

@@ -34,6 +34,67 @@ fn sources(answer: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A document's trust comes from the channel, as a memory's does: the lower of what its
+/// authority earns and what the filing key grants (found: a plain writer's `reference` document
+/// and its chunks carried verified-fact trust, which only ingest keys grant).
+#[test]
+fn a_documents_trust_is_the_lower_of_its_authority_and_the_filing_keys() {
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let pipeline = app.key("acme", "pipeline", &["writer", "ingest"], &[]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let cases = [
+        (&ann, "ann.md", "reference", "user_statement"),
+        (&ann, "ann-informal.md", "informal", "user_statement"),
+        (&pipeline, "pipeline.md", "reference", "verified_fact"),
+        (&admin, "admin.md", "reference", "verified_fact"),
+        (&admin, "policy.md", "policy", "authoritative_system"),
+    ];
+    for (key, source, authority, want) in cases {
+        let d = ingest_ok(
+            &app,
+            key,
+            json!({"source_id": source, "format": "md", "authority": authority,
+                "content": format!("# {source}\n\nLaptops are replaced every three years.")}),
+        );
+        let doc = d["document_id"].as_str().unwrap();
+        let (s, got) = call(app.get(key, &format!("/v1/assets/{doc}")));
+        assert_eq!(s, 200, "{got}");
+        assert_eq!(got["meta"]["trust"], want, "{source}: {got}");
+        let chunks: Vec<_> = app
+            .state
+            .services
+            .backends
+            .store
+            .find(&AssetQuery {
+                kind: Some(registry_core::asset::AssetKind::Chunk),
+                owner: Some(key.user.clone()),
+                heads_only: true,
+                ..Default::default()
+            })
+            .unwrap()
+            .into_iter()
+            .filter(|c| c.meta.parents.iter().any(|p| p == doc))
+            .collect();
+        assert!(!chunks.is_empty(), "{source}");
+        for c in chunks {
+            assert_eq!(
+                serde_json::to_value(c.meta.trust).unwrap(),
+                want,
+                "{source}'s chunk"
+            );
+        }
+    }
+    // The owner continues its document: the new version's trust is the key's too.
+    let d = ingest_ok(
+        &app,
+        &ann,
+        json!({"source_id": "ann.md", "format": "md", "version": "v2",
+        "content": "# ann.md\n\nLaptops are replaced every four years."}),
+    );
+    assert_eq!(d["status"], "new_version", "{d}");
+}
+
 #[test]
 fn a_group_restricted_document_is_seen_only_inside_the_group_in_both_legs() {
     let app = TestApp::start();
