@@ -596,9 +596,6 @@ impl KnowledgeService {
         access::require(p, access::Action::Replace, &head.meta)?;
         if !prep.authority_given {
             prep.authority = body.authority;
-            // Keeping an authority above reference is giving it to this text: the same keys
-            // as when it is named (a writer's text never inherits a policy's standing).
-            may_set_authority(p, prep.authority)?;
         }
         let lowers = prep.authority < body.authority || prep.authority.trust() < head.meta.trust;
         if lowers && !access::governs(p, &head.meta) {
@@ -625,6 +622,10 @@ impl KnowledgeService {
             if let Some(same) = unchanged_version(&prep, h, b)? {
                 return Ok(same);
             }
+            // A new version: keeping an authority above reference is giving it to this text,
+            // which needs the keys that may name it (a writer's text never inherits a policy's
+            // standing; the same content posted again is answered unchanged above).
+            may_set_authority(p, prep.authority)?;
         }
         let chunks = self.chunk(&prep.content, prep.format)?;
         if chunks.is_empty() {

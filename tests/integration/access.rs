@@ -278,6 +278,19 @@ fn item3_a_writers_new_version_never_inherits_an_authority_it_may_not_give() {
     ));
     assert_eq!(s, 201, "{d}");
     let doc = d["document_id"].as_str().unwrap().to_string();
+    // The same content posted again (a re-sync) is answered unchanged, as before.
+    let (s, same) = call(app.post(
+        &ann,
+        "/v1/knowledge/documents",
+        &json!({
+        "source_id": "expenses.md", "format": "md",
+        "content": "# Expenses\n\nMeals above 50 EUR need a receipt and a manager's approval."}),
+    ));
+    assert_eq!(
+        (s, same["status"].as_str()),
+        (200, Some("unchanged")),
+        "{same}"
+    );
     // Naming it, and keeping it by naming nothing, are refused alike.
     for authority in [Some("policy"), None] {
         let mut body = json!({
