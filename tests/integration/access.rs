@@ -537,6 +537,16 @@ fn a_deletion_receipt_flags_only_the_citing_assets_its_reader_may_see() {
     // Flagged, not deleted: bob's memory is as it was.
     let (s, m) = call(app.get(&bob, &format!("/v1/memories/{private}")));
     assert_eq!(s, 200, "{m}");
+    // Once the flagged memory is purged, the tenant's admins still read the entry: a receipt is
+    // a record.
+    let (s, gone) = call(app.delete(&carol, &format!("/v1/memories/{shared}?level=purged")));
+    assert_eq!(s, 200, "{gone}");
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let rid = receipt["id"].as_str().unwrap();
+    let (s, kept) = call(app.get(&admin, &format!("/v1/receipts/{rid}")));
+    assert_eq!(s, 200, "{kept}");
+    assert!(kept["flagged"].to_string().contains(&shared), "{kept}");
+    assert!(!kept.to_string().contains(&private), "{kept}");
 }
 
 // 6 ------------------------------------------------------------------------------------------

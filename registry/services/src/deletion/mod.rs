@@ -162,12 +162,15 @@ impl Deletions {
     /// Receipt `r` as `p` reads it, at every door that answers with one: its `flagged` list
     /// (assets that cite what was deleted, kept and flagged rather than deleted) names only the
     /// assets `p` may see now ([`crate::overview::may_see`]), so a deletion tells its deleter
-    /// nothing of the private records of others that cited it. The stored receipt keeps them.
+    /// nothing of the private records of others that cited it; an admin also keeps the entries
+    /// of assets purged since. The stored receipt keeps them all.
     pub fn for_reader(&self, p: &Principal, mut r: Receipt) -> CoreResult<Receipt> {
         if r.flagged.is_empty() {
             return Ok(r);
         }
         let ids: Vec<AssetId> = r.flagged.iter().map(|f| f.id.clone()).collect();
+        // Ids still stored, and of those the ones `p` may see.
+        let mut stored = std::collections::HashSet::new();
         let mut seen = std::collections::HashSet::new();
         for part in ids.chunks(500) {
             registry_core::deadline::check()?;
@@ -179,13 +182,17 @@ impl Deletions {
                     heads_only: true,
                     ..Default::default()
                 })?;
-            seen.extend(
-                recs.into_iter()
-                    .filter(|rec| crate::overview::may_see(p, rec))
-                    .map(|rec| rec.meta.id),
-            );
+            for rec in recs {
+                if crate::overview::may_see(p, &rec) {
+                    seen.insert(rec.meta.id.clone());
+                }
+                stored.insert(rec.meta.id);
+            }
         }
-        r.flagged.retain(|f| seen.contains(&f.id));
+        // An entry whose asset is gone since (purged) stays a record for the tenant's admins.
+        let admin = p.is_admin();
+        r.flagged
+            .retain(|f| seen.contains(&f.id) || (admin && !stored.contains(&f.id)));
         r.counts.flagged = r.flagged.len() as u64;
         Ok(r)
     }
