@@ -691,6 +691,8 @@ fn validate(req: &PackRequest) -> Result<()> {
 /// Compiles a pack for `p`, counts what it serves as used and stores its manifest.
 pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Result<Pack> {
     let (pack, assets) = build(state, p, req)?;
+    // The caller's view first: nothing is stored or counted for a pack that is not answered.
+    let view = pack.manifest.clone().for_reader(p, state.store.as_ref())?;
     // What the pack serves counts as used, and only that.
     let served: Vec<String> = pack
         .manifest
@@ -702,7 +704,7 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
     state.memory.record_use(&served)?;
     save(state, &pack.manifest, req, assets)?;
     Ok(Pack {
-        manifest: pack.manifest.for_reader(p, state.store.as_ref())?,
+        manifest: view,
         ..pack
     })
 }
