@@ -146,10 +146,14 @@ static CARD: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d(?:[ -]?\d){12,18}\b"))
 static IBAN: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"));
 static SSN: LazyLock<Regex> = LazyLock::new(|| re(r"\b(\d{3})-(\d{2})-(\d{4})\b"));
 static CN_ID: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{17}[\dXx]\b"));
-/// A UUID (the registry's asset and artifact ids): its groups are no phone or card number,
-/// however many of them happen to be all digits (about one id in twenty).
+/// A UUID (the registry's asset and artifact ids: a version digit 1-8, a variant 8-b): its
+/// groups are no phone or card number, however many of them happen to be all digits (about one
+/// id in twenty). [`scan_sensitive`] also asks for a hex letter in it, so that digits dressed
+/// up as an id are still scanned.
 static UUID: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b")
+    re(
+        r"\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[1-8][0-9A-Fa-f]{3}-[89ABab][0-9A-Fa-f]{3}-[0-9A-Fa-f]{12}\b",
+    )
 });
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -1177,7 +1181,11 @@ pub fn scan_sensitive(text: &str) -> Vec<FindingKind> {
     if CARD_SECURITY.is_match(text) {
         out.push(FindingKind::CardNumber);
     }
-    let ids: Vec<std::ops::Range<usize>> = UUID.find_iter(text).map(|m| m.range()).collect();
+    let ids: Vec<std::ops::Range<usize>> = UUID
+        .find_iter(text)
+        .filter(|m| m.as_str().bytes().any(|b| b.is_ascii_alphabetic()))
+        .map(|m| m.range())
+        .collect();
     let in_id =
         |r: &std::ops::Range<usize>| ids.iter().any(|s| s.start <= r.start && r.end <= s.end);
     let mut number_spans = ids.clone();
@@ -1291,10 +1299,18 @@ mod tests {
         for text in [
             "01a25176-4490-7312-8622-709a06b0d10e",
             "doc:01a25176-4490-7312-8622-709a06b0d10e#intro",
-            "see 12345678-1234-7123-8123-123456789012 for the source",
+            "see 1234567e-1234-7123-8123-123456789012 for the source",
             "0190b1c2-5555-7555-9555-555555555555",
         ] {
             assert_eq!(scan_sensitive(text), vec![], "{text:?}");
+        }
+        // Digits in an id's shape without a hex letter, or without its version and variant,
+        // are scanned as digits.
+        for text in [
+            "41111111-1111-7111-8111-111111111111",
+            "4155552671-415-5552-6710-4155552671a",
+        ] {
+            assert!(!scan_sensitive(text).is_empty(), "{text:?}");
         }
     }
 
