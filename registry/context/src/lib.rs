@@ -78,8 +78,8 @@ impl ContextService {
     }
 
     /// The stored manifests of `p`'s tenant that included `asset` and that `p` may read (its
-    /// own, or any for whoever reads the tenant's manifests), newest first, at most `limit`, each with whether it can be
-    /// replayed, and how many there are.
+    /// own, or any for whoever reads the tenant's manifests), newest first, at most `limit`,
+    /// each with whether it can be replayed, and how many there are.
     pub fn manifests_with_asset(
         &self,
         p: &Principal,
