@@ -57,9 +57,14 @@ fn admits(p: &Principal, l: &Loaded) -> bool {
 }
 
 /// Whether a stored skill version (a record already admitted by [`Principal::can_see`]) may be
-/// listed to `p`: the same rule 1 as every load, for doors that list names (the console).
+/// listed to `p`: the same rule 1 as every load, for doors that list names (the console). A
+/// body this release cannot read stays listed to whoever governs its scope, so that an admin
+/// can find and delete it; nobody else learns of it.
 pub fn may_list(p: &Principal, rec: &AssetRecord) -> bool {
-    Loaded::of(rec.clone()).is_ok_and(|l| admits(p, &l))
+    match Loaded::of(rec.clone()) {
+        Ok(l) => admits(p, &l),
+        Err(_) => registry_core::access::governs(p, &rec.meta),
+    }
 }
 
 /// Every version of `name` the principal may see, grouped by scope, deepest scope first, each
@@ -372,6 +377,16 @@ mod tests {
         p.roles = roles.to_vec();
         p.platform = platform;
         p
+    }
+
+    #[test]
+    fn an_unreadable_body_is_listed_to_its_scopes_admins_only() {
+        let mut rec = version_in(Scope::tenant("acme"), "ann", LifecycleState::Published).rec;
+        rec.body = serde_json::json!({"state": 17});
+        assert!(Loaded::of(rec.clone()).is_err());
+        assert!(may_list(&key("acme", "root", &[Role::Admin], false), &rec));
+        assert!(!may_list(&key("acme", "ann", &[Role::Writer], false), &rec));
+        assert!(!may_list(&key("acme", "rob", &[Role::Reader], false), &rec));
     }
 
     #[test]
