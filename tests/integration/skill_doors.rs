@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 use crate::harness::mcp_http_with;
-use crate::skills::{ONE_TEST, make_skill, pack, pass_all, publish, release, vpath};
+use crate::skills::{ONE_TEST, make_skill, pack, pass_all, publish, release, release_in, vpath};
 
 const NAME: &str = "invoice-tool";
 const GLOBAL_TEXT: &str = "Book each invoice to ledger account 4000 once the controller signs it.";
@@ -822,4 +822,106 @@ fn global_releases_are_moved_by_their_platform_author_or_a_platform_admin_only()
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
     let (_, v) = call(app.get(&c.reader, &vpath(NAME, "1.0.0", "instructions")));
     assert_global_instructions(&c, "reader", &v);
+}
+
+/// Publishing at a `name@version` another author's draft holds answers a bare 409: neither the
+/// draft's view (same bytes: it answered 200 with the draft, its reviews and test results) nor
+/// its digest (other bytes: `existing_digest`) reaches a writer who may not see drafts.
+#[test]
+fn publishing_over_an_unseen_draft_reveals_nothing_of_it() {
+    let app = TestApp::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let mallory = app.key("acme", "mallory", &["writer"], &[]);
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let admin = app.key("acme", "root", &["admin", "writer"], &[]);
+    let (bytes, digest) = pack(&make_skill(
+        &tmp.path().join("a"),
+        "quiet-plan",
+        "0.1.0",
+        ONE_TEST,
+        "Mallory's words.",
+    ));
+    let (s, draft) = publish(&app, &mallory, &bytes, None);
+    assert_eq!(s, 201, "{draft}");
+    let id = draft["id"].as_str().unwrap().to_string();
+    let (other, other_digest) = pack(&make_skill(
+        &tmp.path().join("b"),
+        "quiet-plan",
+        "0.1.0",
+        ONE_TEST,
+        "Bob's words.",
+    ));
+    // The same bytes: a conflict, not the draft.
+    let (s, b) = publish(&app, &bob, &bytes, None);
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (409, Some("CONFLICT")),
+        "{b}"
+    );
+    assert!(!b.to_string().contains(&id), "{b}");
+    // Other bytes: a conflict without the draft's digest.
+    let (s, b) = publish(&app, &bob, &other, None);
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (409, Some("CONFLICT")),
+        "{b}"
+    );
+    assert!(!b.to_string().contains(&digest), "{b}");
+    assert!(b.to_string().contains(&other_digest), "{b}");
+    // Who may see the draft is told as before: its author gets it back, an admin its digest.
+    let (s, b) = publish(&app, &mallory, &bytes, None);
+    assert_eq!((s, b["id"].as_str()), (200, Some(id.as_str())), "{b}");
+    let (s, b) = publish(&app, &admin, &other, None);
+    assert_eq!(s, 409, "{b}");
+    assert_eq!(b["error"]["details"]["existing_digest"], digest, "{b}");
+}
+
+/// A released version is never deleted while it is its scope's current release, whatever
+/// scope the request's `X-Project` answers the name from (found: an admin sending the header
+/// of a project with its own release of the name purged the tenant's current release, whose
+/// pointer then named nothing).
+#[test]
+fn a_current_release_is_not_deleted_through_a_projects_view() {
+    let app = TestApp::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let rita = app.key("acme", "rita", &["reviewer"], &[]);
+    let mia = app.project_key("acme", "mia", &["writer"], &["mergers"]);
+    let rex = app.project_key("acme", "rex", &["reviewer"], &["mergers"]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let (tenant_bytes, _) = pack(&make_skill(
+        &tmp.path().join("t"),
+        "ledger",
+        "1.0.0",
+        ONE_TEST,
+        "The tenant's ledger rules.",
+    ));
+    release(&app, &ann, &rita, &tenant_bytes, None);
+    let extra = format!("scope = \"project:mergers\"\n{ONE_TEST}");
+    let (project_bytes, _) = pack(&make_skill(
+        &tmp.path().join("p"),
+        "ledger",
+        "2.0.0",
+        &extra,
+        "The deal room's ledger rules.",
+    ));
+    release_in(&app, &mia, &rex, &project_bytes, None, Some("mergers"));
+    let path = format!(
+        "{}?reason=cleanup",
+        vpath("ledger", "1.0.0", "").trim_end_matches('/')
+    );
+    for headers in [&[][..], &[("x-project", "mergers")][..]] {
+        let mut req = app.client.delete(app.url(&path)).bearer_auth(&admin.secret);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let e = assert_error(call(req), 409, "CONFLICT");
+        assert!(
+            e.to_string().contains("current release"),
+            "{headers:?}: {e}"
+        );
+    }
+    assert_eq!(state_of(&app, &ann, "ledger", "1.0.0"), "published");
+    let (s, b) = call(app.get(&ann, "/v1/skills/ledger"));
+    assert_eq!(s, 200, "{b}");
 }

@@ -99,6 +99,16 @@ impl SkillsService {
             .iter()
             .find(|l| l.semver().as_ref() == Some(&version))
         {
+            // Another author's draft the caller may not see (rule 1) still holds its
+            // `name@version` in the scope, but answers a bare conflict: neither its view nor
+            // its digest (which would confirm guessed bytes) reaches the caller.
+            if !(p.can_see(&prev.rec.meta) && crate::resolve::admits(p, prev)) {
+                return Err(Error::new(
+                    ErrorCode::Conflict,
+                    format!("{name}@{version} exists; versions are immutable"),
+                )
+                .with_details(serde_json::json!({"digest": digest})));
+            }
             if prev.body.digest == digest {
                 return Ok(Published {
                     created: false,

@@ -52,7 +52,7 @@ pub fn may_see_draft(p: &Principal, l: &Loaded) -> bool {
 }
 
 /// Rule 1: whether the caller may see this version (the visibility rule already held).
-fn admits(p: &Principal, l: &Loaded) -> bool {
+pub(crate) fn admits(p: &Principal, l: &Loaded) -> bool {
     holds_version(l) || may_see_draft(p, l)
 }
 

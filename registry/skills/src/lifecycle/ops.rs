@@ -272,9 +272,11 @@ impl SkillsService {
                 }
                 .into());
             }
-            let versions = self.visible_versions(p, name)?;
-            if self
-                .current_release(&versions)?
+            // The release pointer of the version's own scope, whatever scope the request's
+            // headers answer the name from (an `X-Project` with its own release of the name
+            // would otherwise hide the tenant's).
+            if load_pointer(self.store.as_ref(), &cur.rec.meta.scope, name)?
+                .and_then(|(_, b)| b.current)
                 .is_some_and(|t| t.version_asset == cur.rec.meta.id)
             {
                 return Err(Error::new(
