@@ -800,3 +800,37 @@ fn item9_readers_list_no_held_revoked_or_superseded_memory_in_any_door() {
     assert!(memories.contains(&revoked), "an admin lists it");
     assert!(!memories.contains("vault hint"), "without content");
 }
+
+/// A project-bound admin's audit: a purged asset's events no longer reach it, whichever
+/// project the asset was in (its project went with it, and an event names none); the tenant's
+/// unbound admin keeps them. While the asset stands, its project decides, as before.
+#[test]
+fn a_project_bound_admin_reads_no_event_of_a_purged_asset() {
+    let app = TestApp::start();
+    let dora = app.project_key("acme", "dora", &["writer"], &["mergers"]);
+    let web_admin = app.project_key("acme", "wadmin", &["admin"], &["web"]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let m = id(&write_in(
+        &app,
+        &dora,
+        "mergers",
+        json!({"class": "semantic", "scope": "project",
+            "content": "The merger closes on the ninth of March"}),
+    ));
+    let audit = |key: &Key| {
+        let (s, b) = call(app.get(key, "/v1/audit?limit=1000"));
+        assert_eq!(s, 200, "{b}");
+        b.to_string()
+    };
+    assert!(!audit(&web_admin).contains(&m));
+    let (s, r) = call(
+        app.delete(&dora, &format!("/v1/memories/{m}?level=purged"))
+            .header("X-Project", "mergers"),
+    );
+    assert_eq!(s, 200, "{r}");
+    assert!(
+        !audit(&web_admin).contains(&m),
+        "a purged asset's events leak"
+    );
+    assert!(audit(&admin).contains(&m));
+}

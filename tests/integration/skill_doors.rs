@@ -925,3 +925,43 @@ fn a_current_release_is_not_deleted_through_a_projects_view() {
     let (s, b) = call(app.get(&ann, "/v1/skills/ledger"));
     assert_eq!(s, 200, "{b}");
 }
+
+/// The audit log asks the same rule: a platform draft's events (filed without a tenant) were
+/// listed to every tenant admin, with its id and digest, while every skill door hid the draft.
+/// Once released, its events are there for every tenant's admins.
+#[test]
+fn a_platform_draft_is_not_in_a_tenants_audit_until_released() {
+    let app = TestApp::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let ops = app.platform_key("ops", &["admin", "writer"]);
+    let ops_rev = app.platform_key("ops-review", &["reviewer"]);
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let (bytes, digest) = pack(&make_skill(
+        tmp.path(),
+        "platform-plan",
+        "0.1.0",
+        &format!("scope = \"global\"\n{ONE_TEST}"),
+        "Not announced yet.",
+    ));
+    let (s, draft) = publish(&app, &ops, &bytes, None);
+    assert_eq!(s, 201, "{draft}");
+    let id = draft["id"].as_str().unwrap().to_string();
+    let audit = |key: &Key| {
+        let (s, b) = call(app.get(key, "/v1/audit?limit=1000"));
+        assert_eq!(s, 200, "{b}");
+        b.to_string()
+    };
+    let seen = audit(&admin);
+    assert!(
+        !seen.contains(&id),
+        "a tenant admin reads the draft's events: {seen}"
+    );
+    assert!(!seen.contains(&digest), "{seen}");
+    let session = console_session(&app, &admin);
+    let (s, page) = console_get(&app, &session, "/ui/audit");
+    assert_eq!(s, 200);
+    assert!(!page.contains(&id), "the console's Audit page lists it");
+    assert!(audit(&ops).contains(&id));
+    release(&app, &ops, &ops_rev, &bytes, None);
+    assert!(audit(&admin).contains(&id));
+}

@@ -242,8 +242,9 @@ impl Services {
     }
 
     /// Audit events after `after` that `p` may read, at most `limit`, oldest first: admins
-    /// only; a tenant's admins see their tenant's events and the global scope's, within the
-    /// projects their key names; a platform admin sees every event.
+    /// only; a tenant's admins see their tenant's events, within the projects their key names
+    /// (a purged asset's only when it names none), and the events of the global assets they
+    /// may see (no platform draft); a platform admin sees every event.
     pub fn audit_events(&self, p: &Principal, after: u64, limit: usize) -> Result<Vec<AuditEvent>> {
         require_admin(p)?;
         let store = &self.backends.store;
@@ -270,15 +271,22 @@ impl Services {
         if e.draft.tenant.as_deref().is_some_and(|t| t != p.tenant) {
             return Ok(false);
         }
-        if p.member_of(ALL_PROJECTS) {
+        let global = e.draft.tenant.is_none();
+        let unbound = p.member_of(ALL_PROJECTS);
+        if unbound && !global {
             return Ok(true);
         }
         let Some(id) = &e.draft.asset_id else {
             return Ok(true);
         };
         Ok(match self.backends.store.get(id)? {
+            // A global asset's events: whoever may see it (a platform draft is seen by no
+            // tenant, rule 1).
+            Some(r) if global => may_see(p, &r),
             Some(r) => r.meta.scope.project.as_ref().is_none_or(|x| p.member_of(x)),
-            None => true,
+            // Purged: its project and state are gone with it, so only the tenant's unbound
+            // admins (answered above) see its events; the event names no project.
+            None => false,
         })
     }
 
