@@ -17,7 +17,7 @@ use registry_core::{CoreError, Trust};
 use serde::Serialize;
 
 use crate::record::{Layer, MemoryBody, MemoryClass, MemoryStats, normalise};
-use crate::service::{MemoryService, REVIEW_RETIRE, SERVABLE};
+use crate::service::{MemoryService, REVIEW_RETIRE, SERVABLE, same_audience};
 use crate::{Error, Result};
 
 /// Raw entries at or above this cosine, in the same scope and class, are consolidated.
@@ -193,6 +193,7 @@ impl MemoryService {
                 if other.meta.id == rec.meta.id
                     || done.contains(&other.meta.id)
                     || other.meta.scope.key() != key
+                    || !same_audience(&rec.meta, &other.meta)
                 {
                     continue;
                 }
@@ -219,7 +220,9 @@ impl MemoryService {
                 if h.score >= CONSOLIDATE_COSINE
                     && h.asset_id != rec.meta.id
                     && !done.contains(&h.asset_id)
-                    && by_id.contains_key(h.asset_id.as_str())
+                    && by_id
+                        .get(h.asset_id.as_str())
+                        .is_some_and(|o| same_audience(&rec.meta, &o.meta))
                 {
                     matches.insert(h.asset_id);
                 }

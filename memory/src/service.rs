@@ -629,9 +629,8 @@ impl MemoryService {
     /// it: same purposes, sensitivity no higher than the record's, room left.
     fn can_merge(&self, cand: &Candidate, into: &AssetRecord) -> bool {
         let body = MemoryBody::from_record(into);
-        cand.meta.purposes == into.meta.purposes
+        same_audience(&cand.meta, &into.meta)
             && cand.meta.sensitivity <= into.meta.sensitivity
-            && cand.meta.acl == into.meta.acl
             && body.is_some_and(|b| b.merged.len() < self.limits.max_merges)
     }
 
@@ -1446,6 +1445,13 @@ struct IndexWork {
     add: Option<(AssetRecord, MemoryBody)>,
     /// `add` is a new version of a record already in both legs: rewrite its text entry only.
     sync_text: bool,
+}
+
+/// Whether two records are read by the same people apart from sensitivity (same purposes, same
+/// ACL): the write gate's merge and the consolidation job join only such records, so that
+/// neither widens who reads a record's text, evidence or entities.
+pub(crate) fn same_audience(a: &AssetMeta, b: &AssetMeta) -> bool {
+    a.purposes == b.purposes && a.acl == b.acl
 }
 
 #[cfg(test)]

@@ -728,6 +728,79 @@ fn consolidation_merges_duplicates_once_and_reruns_change_nothing() {
     assert_eq!(search(&app, &ann, "nightly backup failed disk full"), hits);
 }
 
+/// The consolidation job joins only records read by the same people, as the write gate's merge
+/// does (found: a copy restricted to the `hr` purpose, or to a group, was folded into a record
+/// without the restriction, and its evidence and entities were then served to everyone in the
+/// scope while it was superseded).
+#[test]
+fn consolidation_never_joins_records_read_by_different_people() {
+    let app = TestApp::start();
+    let svc = app.state.services.memory.clone();
+    let store = app.state.services.backends.store.clone();
+    let p = principal("acme", "ann");
+    let a = svc
+        .write(
+            &p,
+            &req("episodic", "The payroll export failed on the third of May"),
+            None,
+        )
+        .unwrap();
+    assert_eq!(a.decision.as_str(), "accepted");
+    let rec = store.get(&a.id).unwrap().unwrap();
+    let copy = |edit: &dyn Fn(&mut registry_core::asset::AssetRecord)| {
+        let mut dup = rec.clone();
+        dup.meta.id = registry_core::asset::new_asset_id();
+        edit(&mut dup);
+        store
+            .commit(vec![registry_core::store::WriteOp::PutVersion(Box::new(
+                dup.clone(),
+            ))])
+            .unwrap();
+        svc.reindex(&[dup.clone()]).unwrap();
+        dup.meta.id
+    };
+    let hr = copy(&|d| {
+        d.meta.purposes = vec!["hr".into()];
+        d.body["evidence"] = json!(["hr-case-4471"]);
+    });
+    let legal = copy(&|d| {
+        d.meta.acl =
+            registry_core::Acl::new(vec![registry_core::acl::AclEntry::Group("legal".into())])
+                .unwrap();
+    });
+    let same = copy(&|_| {});
+    let r = app.state.services.run_job("consolidate").unwrap();
+    assert_eq!(r.outcome, "ok", "{:?}", r.error);
+    assert_eq!(r.counts["consolidated_records"], 1, "{}", r.counts);
+    assert_eq!(r.counts["raw_merged"], 2, "{}", r.counts);
+    for (id, status) in [
+        (&a.id, AssetStatus::Superseded),
+        (&same, AssetStatus::Superseded),
+        (&hr, AssetStatus::Active),
+        (&legal, AssetStatus::Active),
+    ] {
+        assert_eq!(store.get(id).unwrap().unwrap().meta.status, status, "{id}");
+    }
+    let joined = store
+        .find(&AssetQuery {
+            kind: Some(AssetKind::Memory),
+            statuses: Some(vec![AssetStatus::Active]),
+            heads_only: true,
+            ..Default::default()
+        })
+        .unwrap()
+        .into_iter()
+        .find(|r| r.meta.parents.contains(&a.id))
+        .unwrap();
+    assert!(joined.meta.purposes.is_empty());
+    assert!(!joined.meta.parents.contains(&hr) && !joined.meta.parents.contains(&legal));
+    assert!(
+        !joined.body.to_string().contains("hr-case-4471"),
+        "{}",
+        joined.body
+    );
+}
+
 #[test]
 fn decay_applies_class_policies_idempotently() {
     let app = TestApp::start();
