@@ -285,6 +285,26 @@ fn clearance_and_purpose_filter_every_door_before_ranking() {
     let (s, low) = call(app.get(&low_admin, &format!("/v1/context/{id}")));
     assert_eq!(s, 200, "{low}");
     assert!(low.get("withheld").is_none(), "{low}");
+    // Nor from the items and omissions of a cleared user's pack that drew on it (found: an
+    // admin key cleared for `internal` read the confidential memory's id, scope and hashes in
+    // hana's manifest); a cleared admin, and hana, read them.
+    let hana_pack = pack_text(&app, &hr, &[], q);
+    let hana_id = hana_pack["id"].as_str().unwrap();
+    assert!(hana_pack["manifest"].to_string().contains(&hr_mem));
+    for (who, key, sees) in [
+        ("uncleared admin", &low_admin, false),
+        ("admin", &admin, true),
+        ("hana", &hr, true),
+    ] {
+        let (s, m) = call(app.get(key, &format!("/v1/context/{hana_id}")));
+        assert_eq!(s, 200, "{m}");
+        assert_eq!(m.to_string().contains(&hr_mem), sees, "{who}: {m}");
+        if who != "hana" {
+            let (s, c) = call(app.get(key, &format!("/v1/context/{hana_id}/compare/{id}")));
+            assert_eq!(s, 200, "{c}");
+            assert_eq!(c.to_string().contains(&hr_mem), sees, "{who}: {c}");
+        }
+    }
     let low_pack = pack_text(&app, &low_admin, &[], q);
     assert!(!drawn(&low_pack).contains("compensation"));
     assert!(

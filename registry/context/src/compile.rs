@@ -274,7 +274,15 @@ impl Manifest {
     /// of the asset's scope, within the key's projects, cleared for its sensitivity, looked up
     /// now in `store`), so an uncleared or project-bound admin learns nothing of what it may
     /// not see, and a purged asset leaves no entry.
+    ///
+    /// Whoever reads another principal's manifest (an admin reading the tenant's) gets the
+    /// retrieved `items` and `omitted` entries (memories, knowledge chunks) only for the assets
+    /// it may see now ([`registry_core::access::may`] `See`): an admin key cleared for
+    /// `internal` learns no id, scope or hash of a secret memory that was in a user's pack.
     pub fn for_reader(mut self, p: &Principal, store: &dyn AssetStore) -> Result<Manifest> {
+        if !(p.tenant == self.tenant && p.user == self.principal) {
+            self.keep_retrieved_seen_by(p, store)?;
+        }
         if self.withheld.is_empty() {
             return Ok(self);
         }
@@ -300,6 +308,46 @@ impl Manifest {
         self.withheld
             .retain(|o| o.source_id.as_ref().is_some_and(|id| governed.contains(id)));
         Ok(self)
+    }
+}
+
+/// Item kinds whose `source_id` is a stored asset retrieved for the caller (governed by its
+/// scope, ACL, clearance and purposes).
+const RETRIEVED: [&str; 2] = ["memory", "knowledge_chunk"];
+
+impl Manifest {
+    fn keep_retrieved_seen_by(&mut self, p: &Principal, store: &dyn AssetStore) -> Result<()> {
+        let retrieved = |t: &str, id: &Option<String>| -> Option<String> {
+            RETRIEVED.contains(&t).then(|| id.clone()).flatten()
+        };
+        let ids: Vec<String> = self
+            .items
+            .iter()
+            .filter_map(|i| retrieved(&i.source_type, &i.source_id))
+            .chain(
+                self.omitted
+                    .iter()
+                    .filter_map(|o| retrieved(&o.source_type, &o.source_id)),
+            )
+            .collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let seen: HashSet<String> = store
+            .find(&registry_core::store::AssetQuery {
+                ids: Some(ids),
+                heads_only: true,
+                ..Default::default()
+            })?
+            .into_iter()
+            .filter(|r| registry_core::access::may(p, registry_core::access::Action::See, &r.meta))
+            .map(|r| r.meta.id)
+            .collect();
+        let keep =
+            |t: &str, id: &Option<String>| retrieved(t, id).is_none_or(|id| seen.contains(&id));
+        self.items.retain(|i| keep(&i.source_type, &i.source_id));
+        self.omitted.retain(|o| keep(&o.source_type, &o.source_id));
+        Ok(())
     }
 }
 
