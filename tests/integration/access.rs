@@ -549,6 +549,70 @@ fn a_deletion_receipt_flags_only_the_citing_assets_its_reader_may_see() {
     assert!(!kept.to_string().contains(&private), "{kept}");
 }
 
+/// The reached assets of a receipt follow the same rule (found: a writer who purged its own
+/// raw memory read, in its receipt, the id and hashes of the consolidated record built from it
+/// and from a confidential record it may not read, as rebuilt without it).
+#[test]
+fn a_deletion_receipt_lists_no_rebuilt_record_its_reader_may_not_see() {
+    let app = TestApp::start();
+    let sam = app.key_with("acme", "sam", &["writer"], |c| {
+        c.clearance = Some("internal".into());
+    });
+    let admin = app.key("acme", "root", &["admin"], &[]);
+    let store = app.state.services.backends.store.clone();
+    let mine = id(&write(
+        &app,
+        &sam,
+        json!({"class": "episodic", "scope": "tenant",
+        "content": "The quarterly vendor audit found two unpaid invoices"}),
+    ));
+    // A confidential record of the same text beside it (another writer's, stored beside it
+    // because it may not be merged into a less sensitive one), as a concurrent write leaves it.
+    let mut other = store.get(&mine).unwrap().unwrap();
+    other.meta.id = registry_core::asset::new_asset_id();
+    other.meta.owner = "hana".into();
+    other.meta.sensitivity = registry_core::asset::Sensitivity::Confidential;
+    store
+        .commit(vec![registry_core::store::WriteOp::PutVersion(Box::new(
+            other.clone(),
+        ))])
+        .unwrap();
+    app.state
+        .services
+        .memory
+        .reindex(std::slice::from_ref(&other))
+        .unwrap();
+    let r = app.state.services.run_job("consolidate").unwrap();
+    assert_eq!(r.counts["consolidated_records"], 1, "{}", r.counts);
+    let (s, receipt) = call(app.delete(&sam, &format!("/v1/memories/{mine}?level=purged")));
+    assert_eq!(s, 200, "{receipt}");
+    let receipt = receipt["receipt"].clone();
+    let rid = receipt["id"].as_str().unwrap().to_string();
+    let (s, stored) = call(app.get(&admin, &format!("/v1/receipts/{rid}")));
+    assert_eq!(s, 200, "{stored}");
+    let rebuilt: Vec<String> = stored["assets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["via"] == "consolidated_from")
+        .flat_map(|a| [a["id"].as_str(), a["regenerated_as"].as_str()])
+        .flatten()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !rebuilt.is_empty(),
+        "the admin reads the rebuilt record: {stored}"
+    );
+    let (_, again) = call(app.get(&sam, &format!("/v1/receipts/{rid}")));
+    for r in [&receipt, &again] {
+        let text = r.to_string();
+        assert!(text.contains(&mine), "{r}");
+        for id in &rebuilt {
+            assert!(!text.contains(id.as_str()), "sam's receipt names {id}: {r}");
+        }
+    }
+}
+
 // 6 ------------------------------------------------------------------------------------------
 
 #[test]

@@ -163,12 +163,39 @@ impl Deletions {
     /// (assets that cite what was deleted, kept and flagged rather than deleted) names only the
     /// assets `p` may see now ([`crate::overview::may_see`]), so a deletion tells its deleter
     /// nothing of the private records of others that cited it; an admin also keeps the entries
-    /// of assets purged since. The stored receipt keeps them all.
+    /// of assets purged since. The reached `assets` beyond the roots and the deleted assets'
+    /// own parts (chunks, index entries, runs, task products), records built from several
+    /// (a consolidated memory, a summary, a superseding version), are listed while stored (or
+    /// rebuilt as a replacement) only to whoever may see them. `counts` stay the deletion's
+    /// totals. The stored receipt keeps every entry.
     pub fn for_reader(&self, p: &Principal, mut r: Receipt) -> CoreResult<Receipt> {
-        if r.flagged.is_empty() {
+        use registry_core::derivation::Relation;
+        let crossing = |via: &str| {
+            matches!(
+                Relation::parse(via),
+                Some(
+                    Relation::ConsolidatedFrom
+                        | Relation::SummaryOf
+                        | Relation::Supersedes
+                        | Relation::Cites
+                )
+            )
+        };
+        let reached: Vec<AssetId> = r
+            .assets
+            .iter()
+            .filter(|a| crossing(&a.via))
+            .map(|a| a.regenerated_as.clone().unwrap_or_else(|| a.id.clone()))
+            .collect();
+        let ids: Vec<AssetId> = r
+            .flagged
+            .iter()
+            .map(|f| f.id.clone())
+            .chain(reached)
+            .collect();
+        if ids.is_empty() {
             return Ok(r);
         }
-        let ids: Vec<AssetId> = r.flagged.iter().map(|f| f.id.clone()).collect();
         // Ids still stored, and of those the ones `p` may see.
         let mut stored = std::collections::HashSet::new();
         let mut seen = std::collections::HashSet::new();
@@ -191,9 +218,15 @@ impl Deletions {
         }
         // An entry whose asset is gone since (purged) stays a record for the tenant's admins.
         let admin = p.is_admin();
-        r.flagged
-            .retain(|f| seen.contains(&f.id) || (admin && !stored.contains(&f.id)));
+        let keep = |id: &AssetId| seen.contains(id) || (admin && !stored.contains(id));
+        r.flagged.retain(|f| keep(&f.id));
         r.counts.flagged = r.flagged.len() as u64;
+        // A rebuilt record still stored answers to the rule; one the deletion purged held
+        // nothing but deleted parents, and stays listed to the deleter.
+        r.assets.retain(|a| {
+            let id = a.regenerated_as.as_ref().unwrap_or(&a.id);
+            !crossing(&a.via) || seen.contains(id) || !stored.contains(id)
+        });
         Ok(r)
     }
 }
