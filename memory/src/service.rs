@@ -1091,11 +1091,15 @@ impl MemoryService {
             .collect())
     }
 
-    /// A memory whose scope, ACL, clearance and purpose admit the principal (404 otherwise,
-    /// whether it exists or not).
+    /// A memory the principal may see ([`access::may`] `See`: its scope, ACL, clearance and
+    /// purpose admit the principal, and a held or retired record only those who judge or
+    /// govern it); 404 otherwise, whether it exists or not, at every door that names a memory
+    /// by id (read, feedback, confirm, reject, revoke).
     pub fn visible(&self, p: &Principal, id: &str) -> Result<AssetRecord> {
         match self.store.get(id)? {
-            Some(r) if r.meta.kind == AssetKind::Memory && p.can_see(&r.meta) => Ok(r),
+            Some(r) if r.meta.kind == AssetKind::Memory && access::may(p, Action::See, &r.meta) => {
+                Ok(r)
+            }
             _ => Err(Error::NotFound(id.to_string())),
         }
     }
@@ -1399,7 +1403,16 @@ impl MemoryService {
     /// Revokes now: no further read, hit or injection; removed from both indexes. The writer
     /// of a record in a scope they may write, or whoever governs its scope.
     pub fn revoke(&self, p: &Principal, id: &str) -> Result<MemoryView> {
-        let rec = self.visible(p, id)?;
+        // Whoever may delete a record finds it (its owner, its own superseded raw entry too);
+        // anyone else as at every door.
+        let rec = match self.store.get(id)? {
+            Some(r)
+                if r.meta.kind == AssetKind::Memory && access::may(p, Action::Delete, &r.meta) =>
+            {
+                r
+            }
+            _ => self.visible(p, id)?,
+        };
         if !access::may(p, Action::Delete, &rec.meta) {
             return Err(Error::Forbidden {
                 message: "only the owner or an admin may revoke this memory".into(),

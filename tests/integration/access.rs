@@ -815,6 +815,49 @@ fn item9_readers_list_no_held_revoked_or_superseded_memory_in_any_door() {
             "NOT_FOUND",
         );
     }
+    // The doors that act on a memory by id answer the same 404, not a 403 (or, to a reviewer,
+    // a 409 naming the record's state) that tells the record exists (found: DELETE by another
+    // writer answered 403 on a held record).
+    let bob = app.key("acme", "bob", &["writer"], &[]);
+    let rex = app.key("acme", "rex", &["reviewer"], &[]);
+    for h in [&first, &revoked] {
+        for (who, key) in [("writer", &bob), ("reviewer", &rex)] {
+            for (door, resp) in [
+                (
+                    "delete",
+                    call(app.delete(key, &format!("/v1/memories/{h}"))),
+                ),
+                (
+                    "confirm",
+                    call(app.post(key, &format!("/v1/memories/{h}/confirm"), &json!({}))),
+                ),
+                (
+                    "reject",
+                    call(app.post(key, &format!("/v1/memories/{h}/reject"), &json!({}))),
+                ),
+            ] {
+                assert_eq!(resp.0, 404, "{who} {door} {h}: {}", resp.1);
+            }
+        }
+        let resp = call(app.post(
+            &bob,
+            &format!("/v1/memories/{h}/feedback"),
+            &json!({"outcome": "helpful"}),
+        ));
+        assert_eq!(resp.0, 404, "feedback {h}: {}", resp.1);
+    }
+    for (door, resp) in [
+        (
+            "delete",
+            call(app.delete(&bob, &format!("/v1/memories/{held}"))),
+        ),
+        (
+            "confirm",
+            call(app.post(&bob, &format!("/v1/memories/{held}/confirm"), &json!({}))),
+        ),
+    ] {
+        assert_eq!(resp.0, 404, "writer {door} on a held record: {}", resp.1);
+    }
 
     // The door it was found on: the asset listing (and its by-id twin).
     let (s, list) = call(app.get(&reader, "/v1/assets?kind=memory"));

@@ -323,10 +323,12 @@ fn conflicts_never_overwrite_silently() {
     assert_eq!((s, c["status"].as_str()), (200, Some("confirmed")), "{c}");
     assert!(c["stats"]["last_verified"].is_string());
     assert_eq!(status_of(&id4), AssetStatus::Superseded);
+    // A rejected (revoked) record answers 404 to its reviewer, as on `GET` (one visibility
+    // rule whatever the door; only an admin of a shared scope sees such a record's metadata).
     assert_error(
         call(app.post(&ann, &format!("/v1/memories/{id3}/confirm"), &json!({}))),
-        409,
-        "INVALID_TRANSITION",
+        404,
+        "NOT_FOUND",
     );
     // Every record stays on file; only the confirmed one is served, and nobody reads the
     // content of the rest by id.
