@@ -101,9 +101,12 @@ impl MemoryService {
     }
 
     /// Counts memories as used now: whatever door served them (a context pack, a retriever),
-    /// so decay never weakens what agents rely on.
+    /// so decay never weakens what agents rely on. Counting is a write: it happens only while
+    /// the request's deadline holds (after it, the request answers 408 and nothing is
+    /// counted), and once counted the request answers its real outcome.
     pub fn record_use(&self, ids: &[String]) -> Result<()> {
         if !ids.is_empty() {
+            registry_core::deadline::begin_commit()?;
             self.stats.record_retrievals(ids, Utc::now())?;
         }
         Ok(())

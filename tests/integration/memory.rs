@@ -803,6 +803,44 @@ fn consolidation_never_joins_records_read_by_different_people() {
     );
 }
 
+/// Counting a memory as used is a write: past the request's deadline (the request answers
+/// 408) nothing is counted (found: a search or pack that timed out still counted its hits).
+#[test]
+fn use_is_not_counted_past_the_deadline() {
+    use registry_core::deadline::Deadline;
+    use registry_core::usage::UsageStore;
+    use std::time::{Duration, Instant};
+    let app = TestApp::start();
+    let svc = app.state.services.memory.clone();
+    let store = app.state.services.backends.store.clone();
+    let p = principal("acme", "ann");
+    let w = svc
+        .write(
+            &p,
+            &req("semantic", "The badge printer sits beside reception"),
+            None,
+        )
+        .unwrap();
+    let uses = || {
+        store.flush_usage().unwrap();
+        store
+            .stats(std::slice::from_ref(&w.id))
+            .unwrap()
+            .get(&w.id)
+            .map_or(0, |s| s.usage_count)
+    };
+    let before = uses();
+    let expired = Deadline::at(Instant::now() - Duration::from_millis(5));
+    let late = expired.run(|| svc.record_use(std::slice::from_ref(&w.id)));
+    assert!(late.is_err(), "{late:?}");
+    assert_eq!(uses(), before);
+    let in_time = Deadline::after(Duration::from_secs(60));
+    in_time
+        .run(|| svc.record_use(std::slice::from_ref(&w.id)))
+        .unwrap();
+    assert_eq!(uses(), before + 1);
+}
+
 #[test]
 fn decay_applies_class_policies_idempotently() {
     let app = TestApp::start();

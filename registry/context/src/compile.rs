@@ -749,8 +749,10 @@ pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Resu
         .filter(|i| matches!(i.layer, LayerName::Memory | LayerName::WorkingMemory))
         .filter_map(|i| i.source_id.clone())
         .collect();
-    state.memory.record_use(&served)?;
+    // Stored first: a pack whose deadline passed before its manifest was stored answers 408
+    // and counts nothing.
     save(state, &pack.manifest, req, assets)?;
+    state.memory.record_use(&served)?;
     Ok(Pack {
         manifest: view,
         ..pack
