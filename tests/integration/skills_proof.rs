@@ -658,6 +658,26 @@ fn run_reports_are_idempotent_checked_scoped_and_purged_with_their_version_or_ta
     let (_, sum) = call(app.get(&bot, &vpath("tally", "1.0.0", "runs/summary")));
     assert_eq!(sum["stats"]["runs"], 2);
     let run7 = b["id"].as_str().unwrap().to_string();
+    // A run naming a session task, reported without its `X-Session` (under which alone the task
+    // is seen), is derived from it all the same: deleting the task purges it (found: no edge
+    // was made, so the task's deletion never reached the run).
+    let (s, st) = call(
+        app.post(&bot, "/v1/tasks", &json!({"goal": "session work"}))
+            .header("X-Session", "s-1"),
+    );
+    assert_eq!(s, 201, "{st}");
+    let st_id = st["id"].as_str().unwrap().to_string();
+    let mut body9 = run("run-9", &d1, "success", 3);
+    body9["task"] = json!(st_id);
+    let (s, b9) = report(&app, &bot, "tally", "1.0.0", &body9);
+    assert_eq!(s, 200, "{b9}");
+    let run9 = b9["id"].as_str().unwrap().to_string();
+    let (s, receipt) = call(
+        app.delete(&bot, &format!("/v1/tasks/{st_id}"))
+            .header("X-Session", "s-1"),
+    );
+    assert_eq!(s, 200, "{receipt}");
+    assert!(store.get(&run9).unwrap().is_none(), "{receipt}");
 
     // A draft's runs go with it (its author may load it, so may report on it).
     let (b2, _) = pack(&make_skill(

@@ -439,12 +439,14 @@ impl SkillsService {
                 child_store: ChildStore::Assets,
             }),
         ];
-        // A run reported for a registry task the reporter may see is derived from that task too:
-        // deleting the task, by any door (its route, retention, an erasure), reaches the run.
+        // A run reported for a registry task of the reporter's tenant is derived from that task
+        // too, whatever headers the report came with (a session task is seen only under its
+        // `X-Session`): deleting the task, by any door (its route, retention, an erasure),
+        // reaches the run. The answer is the same either way.
         if let Some(task) = req.task.as_deref()
             && let Some(t) = self.store.get(task)?
             && t.meta.kind == AssetKind::Task
-            && registry_core::access::may(p, registry_core::access::Action::See, &t.meta)
+            && t.meta.scope.tenant.as_deref() == Some(p.tenant.as_str())
         {
             ops.push(WriteOp::AddEdge(DerivationEdge {
                 parent: t.meta.id.clone(),
