@@ -711,3 +711,59 @@ fn run_reports_are_idempotent_checked_scoped_and_purged_with_their_version_or_ta
     let (_, sum) = call(app.get(&ann, &vpath("tally", "1.0.0", "runs/summary")));
     assert_eq!(sum["stats"]["runs"], 0);
 }
+
+/// No one grades their own work: the runs a version's author reports are kept but not counted
+/// (found: an author padded its release's success rate with its own reports, so that honest
+/// failures never reached the Observe flag).
+#[test]
+fn an_authors_own_runs_neither_raise_its_figures_nor_hide_a_regression() {
+    let app = TestApp::start_with(|c| {
+        c.skills.min_runs = 5;
+        c.skills.max_failure_rate = 0.5;
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let rita = app.key("acme", "rita", &["reviewer"], &[]);
+    let bot = app.key("acme", "bot", &["reader"], &[]);
+    let (bytes, _) = pack(&make_skill(tmp.path(), "padded", "1.0.0", ONE_TEST, "v1"));
+    let v = release(&app, &ann, &rita, &bytes, None);
+    let digest = v["digest"].as_str().unwrap().to_string();
+    for i in 0..40 {
+        let (s, b) = report(
+            &app,
+            &ann,
+            "padded",
+            "1.0.0",
+            &run(&format!("a-{i}"), &digest, "success", 5),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    let summary = || {
+        let (s, b) = call(app.get(&bot, &vpath("padded", "1.0.0", "runs/summary")));
+        assert_eq!(s, 200, "{b}");
+        b
+    };
+    let sum = summary();
+    assert_eq!(sum["stats"]["runs"], 0, "{sum}");
+    assert_eq!(sum["author_runs"], 40, "{sum}");
+    for i in 0..6 {
+        let (s, b) = report(
+            &app,
+            &bot,
+            "padded",
+            "1.0.0",
+            &run(&format!("b-{i}"), &digest, "failure", 5),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
+    let sum = summary();
+    assert_eq!(sum["stats"]["runs"], 6, "{sum}");
+    assert_eq!(sum["stats"]["failures"], 6, "{sum}");
+    assert_eq!(
+        sum["observe_flag"]["reason"], "above_max_failure_rate",
+        "{sum}"
+    );
+    // The select view shows the same counted figures.
+    let (_, sel) = call(app.get(&bot, "/v1/skills/padded"));
+    assert_eq!(sel["versions"][0]["runs"]["runs"], 6, "{sel}");
+}

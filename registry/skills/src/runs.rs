@@ -34,6 +34,10 @@ pub const MAX_RUN_NOTE_CHARS: usize = 2000;
 pub const MAX_RUN_DURATION_MS: u64 = 86_400_000;
 /// Most runs one version keeps per tenant; later reports answer 409 (`details.reason` `limit`).
 pub const MAX_RUNS_PER_VERSION: usize = 10_000;
+/// Runs one reporter (a tenant user) may keep per version and tenant: a quarter of the
+/// version's room, so that no one key fills it and stops every later report (and with them the
+/// Observe flag).
+pub const MAX_RUNS_PER_REPORTER: usize = MAX_RUNS_PER_VERSION / 4;
 /// The 97.5th percentile of the standard normal (a two-sided 95% interval).
 pub const WILSON_Z: f64 = 1.959_963_984_540_054;
 
@@ -175,6 +179,10 @@ pub struct RunSummary {
     pub stats: RunStats,
     pub compared_with: Option<RunComparison>,
     pub observe_flag: Option<ObserveFlag>,
+    /// Runs the version's author reported: kept, but not counted in `stats`, the comparison or
+    /// the Observe flag (no one grades their own work, as Test keeps the author's results as
+    /// `self_reported`).
+    pub author_runs: u64,
     /// The policy in force (`skills.max_failure_rate`, `skills.min_runs`).
     pub max_failure_rate: f64,
     pub min_runs: u64,
@@ -387,17 +395,7 @@ impl SkillsService {
         }
         let scope = run_scope(p, &l);
         let existing = runs_of(self, &scope, &l.rec.meta.id)?;
-        if existing.len() >= MAX_RUNS_PER_VERSION {
-            return Err(Error::new(
-                ErrorCode::Conflict,
-                format!("{name}@{version} keeps at most {MAX_RUNS_PER_VERSION} runs"),
-            )
-            .with_details(
-                FieldError::new("run_id")
-                    .reason(FieldReason::Limit)
-                    .limit(MAX_RUNS_PER_VERSION),
-            ));
-        }
+        check_room(&existing, &p.user, &format!("{name}@{version}"))?;
         let body = RunBody {
             run_id: req.run_id.clone(),
             name: l.body.name.clone(),
@@ -465,9 +463,12 @@ impl SkillsService {
         )));
         self.store.commit(ops)?;
         drop(_guard);
-        let mut all = existing;
-        all.push(body.clone());
-        flag_if_regressing(self, p, &l, &all)?;
+        // The author's own runs are not counted: its report changes no figure.
+        if !by_author(&l, &body) {
+            let mut all = existing;
+            all.push(body.clone());
+            flag_if_regressing(self, p, &l, &all)?;
+        }
         Ok(view(&id, &body))
     }
 
@@ -506,10 +507,12 @@ impl SkillsService {
     /// comparison with the release it replaced.
     pub fn run_summary(&self, p: &Principal, name: &str, version: &str) -> Result<RunSummary> {
         let l = self.resolve(p, name, version)?;
-        let stats = stats(&visible_runs(self, p, &l)?);
+        let all = visible_runs(self, p, &l)?;
+        let author_runs = all.iter().filter(|r| by_author(&l, r)).count() as u64;
+        let stats = stats(&counted(&l, all));
         let compared_with = match predecessor(self, p, &l)? {
             Some(pred) => {
-                let ps = self::stats(&visible_runs(self, p, &pred)?);
+                let ps = self::stats(&counted(&pred, visible_runs(self, p, &pred)?));
                 Some(RunComparison {
                     predecessor: pred.body.version.clone(),
                     predecessor_digest: pred.body.digest.clone(),
@@ -527,6 +530,7 @@ impl SkillsService {
             stats,
             compared_with,
             observe_flag: l.body.observe_flag.clone(),
+            author_runs,
             max_failure_rate: policy.max_failure_rate,
             min_runs: policy.min_runs,
         })
@@ -585,7 +589,47 @@ fn predecessor(s: &SkillsService, p: &Principal, l: &Loaded) -> Result<Option<Lo
 
 /// The figures of a released version shown in the select view (the caller's runs).
 pub(crate) fn stats_for(s: &SkillsService, p: &Principal, l: &Loaded) -> Result<RunStats> {
-    Ok(stats(&visible_runs(s, p, l)?))
+    Ok(stats(&counted(l, visible_runs(s, p, l)?)))
+}
+
+/// Whether `r` was reported by the author of `l` (a tenant version's: runs of a global
+/// version are reported in tenants, by users who are not its platform author).
+fn by_author(l: &Loaded, r: &RunBody) -> bool {
+    l.rec.meta.scope.tenant.is_some() && r.reported_by == l.body.author
+}
+
+/// The runs of `l` that count in its figures: every one but its author's.
+fn counted(l: &Loaded, runs: Vec<RunBody>) -> Vec<RunBody> {
+    runs.into_iter().filter(|r| !by_author(l, r)).collect()
+}
+
+/// Refuses a report when the version's runs (in the reporter's view scope) or the reporter's
+/// own runs of it are at their limit: 409 `CONFLICT`, `details.reason = "limit"`.
+fn check_room(existing: &[RunBody], reporter: &str, what: &str) -> Result<()> {
+    let full = |limit: usize, msg: String| {
+        Err(Error::new(ErrorCode::Conflict, msg).with_details(
+            FieldError::new("run_id")
+                .reason(FieldReason::Limit)
+                .limit(limit),
+        ))
+    };
+    if existing.len() >= MAX_RUNS_PER_VERSION {
+        return full(
+            MAX_RUNS_PER_VERSION,
+            format!("{what} keeps at most {MAX_RUNS_PER_VERSION} runs"),
+        );
+    }
+    let mine = existing
+        .iter()
+        .filter(|r| r.reported_by == reporter)
+        .count();
+    if mine >= MAX_RUNS_PER_REPORTER {
+        return full(
+            MAX_RUNS_PER_REPORTER,
+            format!("{what} keeps at most {MAX_RUNS_PER_REPORTER} runs of one reporter"),
+        );
+    }
+    Ok(())
 }
 
 /// Puts a released, tenant-scoped version back in the review queue once, when its runs (in
@@ -601,14 +645,17 @@ fn flag_if_regressing(
         return Ok(());
     }
     let policy = s.observe_policy();
-    let st = stats(runs);
+    let st = stats(&counted(l, runs.to_vec()));
     if st.completed() < policy.min_runs {
         return Ok(());
     }
     let failure_rate = st.failure_rate.unwrap_or(0.0);
     let mut flag = None;
     if let Some(pred) = predecessor(s, p, l)? {
-        let ps = stats(&runs_of(s, &l.rec.meta.scope, &pred.rec.meta.id)?);
+        let ps = stats(&counted(
+            &pred,
+            runs_of(s, &l.rec.meta.scope, &pred.rec.meta.id)?,
+        ));
         if ps.completed() >= policy.min_runs && verdict(&st, &ps) == "worse" {
             flag = Some(("worse_than_predecessor", Some(pred.body.version.clone())));
         }
@@ -660,6 +707,47 @@ mod tests {
         assert_eq!(wilson(0, 0, WILSON_Z), None);
         let (lo, hi) = wilson(10, 10, WILSON_Z).unwrap();
         assert!(hi <= 1.0 && lo > 0.69 && lo < 0.73, "{lo}");
+    }
+
+    fn body(reporter: &str, i: usize) -> RunBody {
+        RunBody {
+            run_id: format!("r-{i}"),
+            name: "tally".into(),
+            version: "1.0.0".into(),
+            version_asset: "v".into(),
+            digest: String::new(),
+            outcome: RunOutcome::Success,
+            duration_ms: 1,
+            task: None,
+            note_sha256: None,
+            note_chars: None,
+            reported_by: reporter.into(),
+            at: Utc::now(),
+            request_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn no_reporter_fills_a_versions_room_alone() {
+        let mut runs: Vec<RunBody> = (0..MAX_RUNS_PER_REPORTER).map(|i| body("bot", i)).collect();
+        let e = check_room(&runs, "bot", "tally@1.0.0").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Conflict);
+        assert_eq!(e.details["reason"], "limit", "{}", e.details);
+        assert!(e.to_string().contains("of one reporter"), "{e}");
+        // Another reporter still has room, until the version's own limit.
+        check_room(&runs, "ann", "tally@1.0.0").unwrap();
+        for (i, who) in ["ann", "cy", "dee"].iter().enumerate() {
+            let n = if i == 2 {
+                MAX_RUNS_PER_REPORTER - 1
+            } else {
+                MAX_RUNS_PER_REPORTER
+            };
+            runs.extend((0..n).map(|j| body(who, j)));
+        }
+        check_room(&runs, "eve", "tally@1.0.0").unwrap();
+        runs.push(body("eve", 0));
+        let e = check_room(&runs, "fay", "tally@1.0.0").unwrap_err();
+        assert!(e.to_string().contains("at most 10000 runs"), "{e}");
     }
 
     #[test]
