@@ -546,6 +546,14 @@ fn a_draft_is_hidden_at_the_doors_that_serve_any_kind() {
     let (s, draft) = publish(&app, &mallory, &bytes, None);
     assert_eq!(s, 201, "{draft}");
     let id = draft["id"].as_str().unwrap().to_string();
+    // A run its author reports on it names it too (its lookup key holds the draft's id).
+    let (s, b) = call(app.post(
+        &mallory,
+        &vpath("secret-plan", "0.1.0", "runs"),
+        &json!({"run_id": "d-1", "digest": draft["digest"], "outcome": "success",
+            "duration_ms": 1}),
+    ));
+    assert_eq!(s, 200, "{b}");
     let by_id = [
         format!("/v1/assets/{id}"),
         format!("/v1/assets/{id}/impact"),

@@ -423,6 +423,19 @@ impl SkillsService {
         meta.id = id.clone();
         meta.content_hash = hash.clone();
         meta.status = AssetStatus::Active;
+        // A run of a draft is seen by whoever may see the draft (its author, the reporter,
+        // reviewers, testers and admins), not by every reader of the scope: its lookup key
+        // names the draft's id.
+        if !crate::resolve::holds_version(&l) {
+            use registry_core::AclEntry::{Role, User};
+            meta.acl = registry_core::Acl::new(vec![
+                User(l.body.author.clone()),
+                User(p.user.clone()),
+                Role("reviewer".into()),
+                Role("tester".into()),
+                Role("admin".into()),
+            ])?;
+        }
         let rec = AssetRecord {
             meta,
             lookup_key: Some(lookup_key(&l.rec.meta.id)),
