@@ -324,7 +324,8 @@ fn the_console_reviews_releases_and_proves_in_a_real_browser() {
     assert_eq!(st["reader_approve_buttons"], 0);
     assert_eq!(st["reader_promote_buttons"], 0);
     assert_eq!(st["reader_action_buttons"], 0);
-    assert_eq!(st["reader_forged_confirm"], 403);
+    // A held memory is not seen by a reader: the console answers it as the API does, 404.
+    assert_eq!(st["reader_forged_confirm"], 404);
     assert_eq!(st["reader_forged_yank"], 403);
     let (_, m) = call(app.get(&olga, &format!("/v1/memories/{pending_id}")));
     assert_eq!(m["memory"]["status"], "conflict_pending", "{m}");
