@@ -973,3 +973,52 @@ fn a_platform_draft_is_not_in_a_tenants_audit_until_released() {
     release(&app, &ops, &ops_rev, &bytes, None);
     assert!(audit(&admin).contains(&id));
 }
+
+/// Promoting is moving a release too: another writer who may see the draft (a writer who also
+/// tests) may not promote the author's approved version over the current release, through the
+/// HTTP door nor the console's (found: any such writer could); the author may.
+#[test]
+fn a_writer_cannot_promote_another_authors_approved_version() {
+    let mut r = released();
+    r.bob = r.app.key("acme", "carl", &["writer", "tester"], &[]);
+    let app = &r.app;
+    let tmp = tempfile::tempdir().unwrap();
+    let (bytes, _) = pack(&make_skill(
+        tmp.path(),
+        BOOK,
+        "1.2.0",
+        ONE_TEST,
+        "Revision 1.2.0.",
+    ));
+    let (s, v) = publish(app, &r.ann, &bytes, None);
+    assert_eq!(s, 201, "{v}");
+    crate::skills::record_test_evidence(app, &r.ann, &r.rita, &v, &|x| x);
+    let (s, b) = call(app.post(
+        &r.rita,
+        &vpath(BOOK, "1.2.0", "review"),
+        &json!({"decision": "approve", "comment": "ok"}),
+    ));
+    assert_eq!(s, 200, "{b}");
+    refused(call(app.post(
+        &r.bob,
+        &vpath(BOOK, "1.2.0", "promote"),
+        &json!({}),
+    )));
+    let bob = console_session(app, &r.bob);
+    let (_, page) = console_get(app, &bob, &format!("/ui/skills/{BOOK}"));
+    assert!(
+        !page.contains("/versions/1.2.0/promote"),
+        "the console offers bob a Promote button"
+    );
+    let s = console_post(
+        app,
+        &bob,
+        &format!("/ui/skills/{BOOK}/versions/1.2.0/promote"),
+        &format!("csrf={}", csrf_of(&page)),
+    );
+    assert_eq!(s, 403, "console promote by another writer");
+    assert_eq!(current_of(app, &r.ann, BOOK), "1.1.0");
+    let (s, b) = call(app.post(&r.ann, &vpath(BOOK, "1.2.0", "promote"), &json!({})));
+    assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
+    assert_eq!(current_of(app, &r.ann, BOOK), "1.2.0");
+}

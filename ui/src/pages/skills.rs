@@ -87,7 +87,7 @@ fn actions(ctx: &Ctx, v: &VersionView) -> Markup {
                         (post_button(ctx, &format!("{base}/approve"), "Approve", &[]))
                         (post_button(ctx, &format!("{base}/reject"), "Reject", &[]))
                     }
-                    "promote" if writer => {
+                    "promote" if governor => {
                         (post_button(ctx, &format!("{base}/{a}"), &capitalise(a), &[]))
                     }
                     "yank" | "unyank" if governor => {

@@ -105,7 +105,10 @@ impl SkillsService {
     pub fn promote(&self, p: &Principal, name: &str, version: &str) -> Result<Loaded> {
         let _guard = lock_skill(self, p, name);
         let cur = reload(self, p, name, version, Action::Promote)?;
-        require_write(p, &cur)?;
+        // Releasing a version is moving a release: its author or an admin of its scope, as
+        // for yank, deprecate and rollback (found: any writer promoted another author's
+        // approved version and moved the current release).
+        require_release_governance(p, &cur)?;
         // Before the state machine: a version short of Test evidence is told which evidence, and
         // one whose scan failed is told so with the findings, whatever step it stands at.
         if !crate::resolve::holds_version(&cur) {
