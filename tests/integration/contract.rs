@@ -306,7 +306,10 @@ fn python_sdk() {
         "Book trains first; ask for approval before a flight.",
     );
     let (bytes, _) = crate::skills::pack(&skill_dir);
-    crate::skills::release(&app, &ann, &rev, &bytes, None);
+    // Another writer is its author: the SDK's key reports runs as a harness does, and an
+    // author's own runs are not counted in its figures.
+    let sam = app.key("acme", "sam", &["writer"], &[]);
+    crate::skills::release(&app, &sam, &rev, &bytes, None);
     let sdk = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sdk/python");
     let out = std::process::Command::new(crate::harness::python())
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])

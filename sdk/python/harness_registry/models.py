@@ -483,6 +483,8 @@ class RunSummary(Answer):
     stats: RunStats
     compared_with: Optional[RunComparison] = None
     observe_flag: Optional[ObserveFlag] = None
+    #: Runs the version's author reported: kept, not counted in ``stats``.
+    author_runs: int = 0
     max_failure_rate: float
     min_runs: int
 

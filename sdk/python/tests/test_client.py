@@ -160,6 +160,7 @@ def test_skill_runs_reported_idempotently_and_summarised(reg, other, skill):
     assert again.id == first.id and again.at == first.at
     summary = reg.skills.runs(skill, entry.version)
     assert summary.stats.runs >= 1 and summary.stats.successes >= 1
+    assert summary.author_runs == 0
     assert summary.stats.success_low <= summary.stats.success_rate <= summary.stats.success_high
     with pytest.raises(RegistryError) as e:
         reg.skills.report_run(
