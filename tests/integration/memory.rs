@@ -808,7 +808,6 @@ fn consolidation_never_joins_records_read_by_different_people() {
 #[test]
 fn use_is_not_counted_past_the_deadline() {
     use registry_core::deadline::Deadline;
-    use registry_core::usage::UsageStore;
     use std::time::{Duration, Instant};
     let app = TestApp::start();
     let svc = app.state.services.memory.clone();

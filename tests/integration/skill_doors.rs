@@ -1022,3 +1022,49 @@ fn a_writer_cannot_promote_another_authors_approved_version() {
     assert_eq!((s, b["state"].as_str()), (200, Some("published")), "{b}");
     assert_eq!(current_of(app, &r.ann, BOOK), "1.2.0");
 }
+
+/// The console's work runs under the request's deadline and stops at the server's shutdown, as
+/// the API's does (found: console work ran with no deadline at all, so a console action past
+/// its time, or during a drain, still committed).
+#[test]
+fn console_work_stops_at_the_shutdown_as_the_apis_does() {
+    let r = released();
+    let app = &r.app;
+    let tmp = tempfile::tempdir().unwrap();
+    let (bytes, _) = pack(&make_skill(
+        tmp.path(),
+        BOOK,
+        "1.2.0",
+        ONE_TEST,
+        "Revision 1.2.0.",
+    ));
+    let (s, v) = publish(app, &r.ann, &bytes, None);
+    assert_eq!(s, 201, "{v}");
+    crate::skills::record_test_evidence(app, &r.ann, &r.rita, &v, &|x| x);
+    let (s, b) = call(app.post(
+        &r.rita,
+        &vpath(BOOK, "1.2.0", "review"),
+        &json!({"decision": "approve", "comment": "ok"}),
+    ));
+    assert_eq!(s, 200, "{b}");
+    let ann = console_session(app, &r.ann);
+    let (_, page) = console_get(app, &ann, &format!("/ui/skills/{BOOK}"));
+    let csrf = csrf_of(&page);
+    app.state.shutdown.begin();
+    let (s, b) = call(app.post(&r.ann, &vpath(BOOK, "1.2.0", "promote"), &json!({})));
+    assert_eq!(s, 408, "the API: {b}");
+    let s = console_post(
+        app,
+        &ann,
+        &format!("/ui/skills/{BOOK}/versions/1.2.0/promote"),
+        &format!("csrf={csrf}"),
+    );
+    assert_eq!(s, 408, "the console");
+    let version = app
+        .state
+        .services
+        .skills
+        .resolve(&registry_core::Principal::new("acme", "ann"), BOOK, "1.2.0")
+        .unwrap();
+    assert_eq!(version.body.state.as_str(), "approved");
+}

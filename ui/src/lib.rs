@@ -32,15 +32,26 @@ pub struct Console(Arc<Inner>);
 struct Inner {
     services: Services,
     lookup: KeyLookup,
+    runtime: Runtime,
     sessions: Sessions,
     throttle: throttle::Throttle,
 }
 
+/// How the console's work runs, as the API's does: under the request's deadline (the server's
+/// request scope names it) and stopped by the server's shutdown.
+#[derive(Clone)]
+pub struct Runtime {
+    /// The current request's deadline.
+    pub deadline: Arc<dyn Fn() -> std::time::Instant + Send + Sync>,
+    pub shutdown: registry_core::deadline::Shutdown,
+}
+
 impl Console {
-    pub fn new(services: Services, lookup: KeyLookup) -> Console {
+    pub fn new(services: Services, lookup: KeyLookup, runtime: Runtime) -> Console {
         Console(Arc::new(Inner {
             services,
             lookup,
+            runtime,
             sessions: Sessions::default(),
             throttle: throttle::Throttle::default(),
         }))
@@ -50,16 +61,32 @@ impl Console {
         &self.0.services
     }
 
-    /// Runs blocking work (the store, the indexes, the model) off the async workers.
+    /// Runs blocking work (the store, the indexes, the model) off the async workers, under the
+    /// request's deadline as the API's work runs: when it passes first (or the server shuts
+    /// down), the page answers 408 `REQUEST_TIMEOUT` and the work is cancelled before it
+    /// commits anything; once the work has committed, the answer waits for its outcome.
     pub async fn run<T, F>(&self, f: F) -> Result<T, UiError>
     where
         T: Send + 'static,
         F: FnOnce(&Services) -> Result<T, UiError> + Send + 'static,
     {
+        use registry_core::deadline::{CancelOnDrop, Deadline};
+        let at = (self.0.runtime.deadline)();
+        let deadline = Deadline::at(at).with_shutdown(&self.0.runtime.shutdown);
+        let guard = CancelOnDrop::new(deadline.clone());
         let me = self.clone();
-        tokio::task::spawn_blocking(move || f(&me.0.services))
-            .await
-            .map_err(|e| UiError::internal(format!("console task failed: {e}")))?
+        let d = deadline.clone();
+        let mut handle = tokio::task::spawn_blocking(move || d.run(|| f(&me.0.services)));
+        let failed =
+            |e: tokio::task::JoinError| UiError::internal(format!("console task failed: {e}"));
+        let out = match tokio::time::timeout_at(at.into(), &mut handle).await {
+            Ok(joined) => joined.map_err(failed)?,
+            Err(_) if deadline.cancel() => Err(CoreError::DeadlineExceeded.into()),
+            // Committed already: its outcome is the answer.
+            Err(_) => handle.await.map_err(failed)?,
+        };
+        guard.disarm();
+        out
     }
 
     async fn resolve(&self, key_hash: String) -> Result<Option<Principal>, UiError> {

@@ -157,6 +157,28 @@ impl Deadline {
     }
 }
 
+/// Cancels a deadline's work when dropped (its waiter is gone: a client hung up, a future
+/// was dropped), unless disarmed once the waiter has its answer.
+pub struct CancelOnDrop(Option<Deadline>);
+
+impl CancelOnDrop {
+    pub fn new(d: Deadline) -> CancelOnDrop {
+        CancelOnDrop(Some(d))
+    }
+
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            d.cancel();
+        }
+    }
+}
+
 /// Fails with [`CoreError::DeadlineExceeded`] when the current work's deadline has passed (or
 /// its waiter gave up) and it has committed nothing yet. Without a deadline: always `Ok`.
 pub fn check() -> CoreResult<()> {

@@ -83,7 +83,18 @@ fn console(state: &AppState) -> Router {
     let lookup: registry_ui::KeyLookup = std::sync::Arc::new(move |hash: &str| {
         state::principal_for_key_hash(store.as_ref(), hash).map_err(|e| e.message)
     });
-    registry_ui::router(registry_ui::Console::new(state.services.clone(), lookup))
+    let timeout = Duration::from_secs(state.config.request_timeout_secs);
+    let runtime = registry_ui::Runtime {
+        deadline: std::sync::Arc::new(move || {
+            request::current().map_or_else(|| std::time::Instant::now() + timeout, |c| c.deadline)
+        }),
+        shutdown: state.shutdown.clone(),
+    };
+    registry_ui::router(registry_ui::Console::new(
+        state.services.clone(),
+        lookup,
+        runtime,
+    ))
 }
 
 async fn not_found() -> ApiError {

@@ -531,7 +531,7 @@ impl AppState {
             |c| c.deadline,
         );
         let deadline = Deadline::at(at).with_shutdown(&self.shutdown);
-        let guard = CancelOnDrop(Some(deadline.clone()));
+        let guard = registry_core::deadline::CancelOnDrop::new(deadline.clone());
         let me = self.clone();
         let d = deadline.clone();
         let mut handle =
@@ -556,22 +556,6 @@ impl AppState {
 }
 
 /// Cancels the work of a request whose future is dropped before it finished.
-struct CancelOnDrop(Option<Deadline>);
-
-impl CancelOnDrop {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(d) = self.0.take() {
-            d.cancel();
-        }
-    }
-}
-
 /// Looks a key up by its sha256; revoked and unknown keys both answer 401.
 pub(crate) fn principal_for_key(store: &dyn KeyStore, key: &str) -> Result<Principal, ApiError> {
     principal_for_key_hash(store, &sha256_hex(key))?.ok_or_else(ApiError::unauthenticated)
