@@ -967,3 +967,48 @@ fn an_internal_error_answers_a_code_and_a_request_id_never_backend_text() {
         assert!(!text.contains(leak), "{body}");
     }
 }
+
+/// An audit page reads a bounded part of the log, which holds every tenant's events (found: a
+/// tenant admin whose tenant had few events read the whole log in one request, with no
+/// deadline check); `next` says where the next page starts, `null` at the end.
+#[test]
+fn an_audit_page_reads_a_bounded_part_of_the_log() {
+    use registry_core::audit::{AuditAction, AuditDraft};
+    use registry_core::store::WriteOp;
+    let app = TestApp::start();
+    let acme = app.key("acme", "root", &["admin"], &[]);
+    let globex = app.key("globex", "gil", &["admin"], &[]);
+    let ops: Vec<WriteOp> = (0..25_000)
+        .map(|i| {
+            WriteOp::Audit(
+                AuditDraft::new("bulk", AuditAction::MemoryWrite)
+                    .tenant("acme")
+                    .asset(format!("bulk-{i}")),
+            )
+        })
+        .collect();
+    app.state.services.backends.store.commit(ops).unwrap();
+    let (mut after, mut pages, mut seen) = (0u64, 0, 0);
+    loop {
+        let (s, b) = call(app.get(&globex, &format!("/v1/audit?limit=1000&after={after}")));
+        assert_eq!(s, 200, "{b}");
+        pages += 1;
+        seen += b["events"].as_array().unwrap().len();
+        assert!(!b.to_string().contains("bulk-"), "another tenant's events");
+        match b["next"].as_u64() {
+            Some(n) => {
+                assert!(n > after, "{b}");
+                after = n;
+            }
+            None => break,
+        }
+        assert!(pages < 10, "the pages never end");
+    }
+    assert!(pages >= 2, "25,000 events were read in one page");
+    assert!(seen < 100, "{seen}");
+    // A tenant's own full page ends where `next` says.
+    let (_, b) = call(app.get(&acme, "/v1/audit?limit=10"));
+    let events = b["events"].as_array().unwrap();
+    assert_eq!(events.len(), 10, "{b}");
+    assert_eq!(b["next"], events[9]["seq"], "{b}");
+}

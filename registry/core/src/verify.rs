@@ -39,6 +39,7 @@ pub fn verify_store(
     };
     let mut after = 0;
     loop {
+        crate::deadline::check()?;
         let page = store.audit_events(after, 5000)?;
         let Some(last) = page.last() else { break };
         after = last.seq;

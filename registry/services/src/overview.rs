@@ -24,6 +24,18 @@ pub const MAX_COUNTED: usize = 100_000;
 
 /// How many audit events [`Services::activity`] reads at most.
 pub const MAX_ACTIVITY_EVENTS: usize = 200_000;
+/// Audit events one audit page examines at most: the log holds every tenant's events, so a
+/// page of the events a caller may see is gathered from at most this many, and `next` says
+/// where the next page starts.
+pub const AUDIT_SCAN: usize = 20_000;
+
+/// A page of the audit events a caller may see.
+#[derive(Debug, Clone)]
+pub struct AuditPage {
+    pub events: Vec<AuditEvent>,
+    /// The `after` of the next page; `None` once the log's end was read.
+    pub next: Option<u64>,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AssetCounts {
@@ -241,27 +253,43 @@ impl Services {
         Ok(names.into_iter().collect())
     }
 
-    /// Audit events after `after` that `p` may read, at most `limit`, oldest first: admins
+    /// Audit events after `after` that `p` may read, at most `limit`, oldest first, gathered
+    /// from at most [`AUDIT_SCAN`] events of the log (under the request's deadline): admins
     /// only; a tenant's admins see their tenant's events, within the projects their key names
     /// (a purged asset's only when it names none), and the events of the global assets they
     /// may see (no platform draft); a platform admin sees every event.
-    pub fn audit_events(&self, p: &Principal, after: u64, limit: usize) -> Result<Vec<AuditEvent>> {
+    pub fn audit_events(&self, p: &Principal, after: u64, limit: usize) -> Result<AuditPage> {
         require_admin(p)?;
         let store = &self.backends.store;
-        let mut out = vec![];
+        let mut events = vec![];
         let mut after = after;
-        while out.len() < limit {
+        let mut scanned = 0usize;
+        loop {
+            registry_core::deadline::check()?;
             let batch = store.audit_events(after, 1000)?;
-            let Some(last) = batch.last() else { break };
-            after = last.seq;
+            if batch.is_empty() {
+                return Ok(AuditPage { events, next: None });
+            }
             for e in batch {
+                after = e.seq;
+                scanned += 1;
                 if self.audit_shows(p, &e)? {
-                    out.push(e);
+                    events.push(e);
+                    if events.len() >= limit {
+                        return Ok(AuditPage {
+                            events,
+                            next: Some(after),
+                        });
+                    }
                 }
             }
+            if scanned >= AUDIT_SCAN {
+                return Ok(AuditPage {
+                    events,
+                    next: Some(after),
+                });
+            }
         }
-        out.truncate(limit);
-        Ok(out)
     }
 
     fn audit_shows(&self, p: &Principal, e: &AuditEvent) -> Result<bool> {
@@ -316,6 +344,7 @@ impl Services {
             let mut after = 0;
             let mut read = 0usize;
             loop {
+                registry_core::deadline::check()?;
                 let batch = self.backends.store.audit_events(after, 1000)?;
                 let Some(last) = batch.last() else { break };
                 after = last.seq;

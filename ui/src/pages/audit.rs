@@ -41,15 +41,14 @@ fn verification(v: &Verification) -> Markup {
 async fn render(c: &Console, ctx: &Ctx, q: &AuditQuery, result: Option<Verification>) -> Page {
     let p = ctx.principal.clone();
     let after = q.after.unwrap_or(0);
-    let events = c.run(move |s| Ok(s.audit_events(&p, after, PAGE)?)).await?;
+    let page = c.run(move |s| Ok(s.audit_events(&p, after, PAGE)?)).await?;
+    let events = page.events;
     let action = q.action.trim().to_string();
     let shown: Vec<_> = events
         .iter()
         .filter(|e| action.is_empty() || e.draft.action.contains(&action))
         .collect();
-    let next = (events.len() == PAGE)
-        .then(|| events.last().map(|e| e.seq))
-        .flatten();
+    let next = page.next;
     let body = html! {
         form method="post" action="/ui/audit/verify" hx-post="/ui/audit/verify" hx-target="#verify" hx-swap="innerHTML" class="inline" {
             (csrf_field(ctx))

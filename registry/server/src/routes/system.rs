@@ -207,6 +207,10 @@ pub struct AuditParams {
 pub struct AuditList {
     #[schema(schema_with = audit_events)]
     pub events: Vec<registry_core::audit::AuditEvent>,
+    /// Pass as `after` for the next page; `null` once the end of the log was read. A page
+    /// examines at most 20,000 events of the log (every tenant's), so a short or empty page
+    /// with a `next` is not the end.
+    pub next: Option<u64>,
 }
 
 fn asset_meta() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -238,8 +242,11 @@ pub async fn list_audit(
     }
     state
         .blocking(move |s| {
-            let events = s.services.audit_events(&p, after, limit)?;
-            Ok(axum::Json(AuditList { events }))
+            let page = s.services.audit_events(&p, after, limit)?;
+            Ok(axum::Json(AuditList {
+                events: page.events,
+                next: page.next,
+            }))
         })
         .await
 }
