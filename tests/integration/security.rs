@@ -498,41 +498,53 @@ fn oversized_packs_reviews_and_listings_are_bounded() {
 fn mcp_sessions_per_key_stay_within_the_limit() {
     let app = TestApp::start_with(|c| c.mcp_max_sessions_per_key = 4);
     let ann = app.key("acme", "ann", &["writer"], &[]);
+    // Another key of the same user (a bot's): its sessions are its own (found: the limit was
+    // counted per user, so the bot's sessions closed the writer key's).
+    let bot = app.key("acme", "ann", &["reader"], &[]);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "probe", "version": "0"}}});
-    let mut ids = vec![];
-    for _ in 0..12 {
+    let open = |key: &Key| {
         let resp = app
             .client
             .post(app.url("/mcp"))
-            .bearer_auth(&ann.secret)
+            .bearer_auth(&key.secret)
             .header("accept", "application/json, text/event-stream")
             .header("host", "localhost")
             .json(&init)
             .send()
             .unwrap();
         assert!(resp.status().is_success(), "{}", resp.status());
-        ids.push(
-            resp.headers()["mcp-session-id"]
-                .to_str()
-                .unwrap()
-                .to_string(),
-        );
-    }
-    assert_eq!(app.state.mcp_sessions.count("acme/ann"), 4);
+        resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let list = |key: &Key, id: &str| {
+        app.client
+            .post(app.url("/mcp"))
+            .bearer_auth(&key.secret)
+            .header("accept", "application/json, text/event-stream")
+            .header("host", "localhost")
+            .header("mcp-session-id", id)
+            .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            .send()
+            .unwrap()
+            .status()
+    };
+    let own = open(&ann);
+    let ids: Vec<String> = (0..12).map(|_| open(&bot)).collect();
+    let hash = |k: &Key| registry_core::hash::sha256_hex(&k.secret);
+    assert_eq!(app.state.mcp_sessions.count(&hash(&bot)), 4);
+    assert_eq!(app.state.mcp_sessions.count(&hash(&ann)), 1);
     // The oldest sessions were closed: using one answers as an unknown session.
-    let resp = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(&ann.secret)
-        .header("accept", "application/json, text/event-stream")
-        .header("host", "localhost")
-        .header("mcp-session-id", &ids[0])
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-        .send()
-        .unwrap();
-    assert!(resp.status().is_client_error(), "{}", resp.status());
+    assert!(list(&bot, &ids[0]).is_client_error());
+    assert!(list(&bot, &ids[11]).is_success());
+    // The writer key's session is untouched.
+    assert!(
+        list(&ann, &own).is_success(),
+        "another key's sessions closed it"
+    );
 }
 
 // 9 ------------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Open MCP sessions per principal, oldest first: a principal that opens more than the limit
-/// has its oldest session closed, so sessions stay bounded whatever a client does (and idle
+/// Open MCP sessions per key (by the key's sha256), oldest first: a key that opens more than
+/// the limit has its oldest session closed, so sessions stay bounded whatever a client does (and idle
 /// ones expire on their own after the session manager's keep-alive).
 ///
 /// Each session is also bound to the key that opened it (by the key's sha256): another key

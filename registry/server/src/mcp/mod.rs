@@ -241,8 +241,10 @@ async fn authenticate(
         Ok(Auth(p)) => p,
         Err(e) => return e.into_response(),
     };
-    let who = format!("{}/{}", p.tenant, p.user);
     let key_hash = bearer_key_hash(&parts.headers);
+    // Sessions are counted per key, as the README says and as console sign-ins are: one key
+    // (a bot's reader key) opening sessions never closes another key's of the same user.
+    let who = key_hash.clone();
     let mut asked = parts
         .headers
         .get(SESSION_HEADER)
