@@ -1068,3 +1068,22 @@ fn console_work_stops_at_the_shutdown_as_the_apis_does() {
         .unwrap();
     assert_eq!(version.body.state.as_str(), "approved");
 }
+
+/// A discovery query has the cap memory and knowledge queries have, at both doors (found: no
+/// cap, so an 8 MiB MCP `query` was tokenised whole before it was refused).
+#[test]
+fn a_discovery_query_over_its_cap_is_refused_at_every_door() {
+    let c = collision();
+    let long = "invoice ".repeat(600);
+    let (s, b) = call(c.app.get(&c.reader, &format!("/v1/skills?q={long}")));
+    assert_eq!(s, 413, "{b}");
+    assert_eq!(b["error"]["details"]["field"], "q", "{b}");
+    let calls = mcp(
+        &c,
+        &c.reader,
+        json!([{"tool": "skill_discover", "args": {"query": long}}]),
+    );
+    assert_eq!(calls[0]["is_error"], true, "{}", calls[0]);
+    let (s, b) = call(c.app.get(&c.reader, "/v1/skills?q=invoice"));
+    assert_eq!(s, 200, "{b}");
+}

@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 use crate::model::{DiscoverView, ReleaseBody};
 use crate::service::{DISCOVER_TAG, RELEASE_PREFIX, SkillsService};
 
+/// Longest discovery query, in characters, at every door (as memory and knowledge searches):
+/// a longer one answers 413 before any work.
+pub const MAX_QUERY_CHARS: usize = 4096;
+
 impl SkillsService {
     /// Discovery: BM25 and dense vectors over the current releases the principal may see.
     pub fn discover(
@@ -22,6 +26,17 @@ impl SkillsService {
         q: Option<&str>,
         limit: usize,
     ) -> Result<Vec<DiscoverView>> {
+        if let Some(len) = q.and_then(|q| registry_core::text::over(q, MAX_QUERY_CHARS)) {
+            return Err(Error::new(
+                registry_core::ErrorCode::PayloadTooLarge,
+                format!("the query has {len} characters; at most {MAX_QUERY_CHARS}"),
+            )
+            .with_details(
+                registry_core::FieldError::new("q")
+                    .reason(registry_core::FieldReason::TooLarge)
+                    .limit(MAX_QUERY_CHARS),
+            ));
+        }
         let filter = VisibilityFilter::for_principal(p, &[AssetKind::SkillVersion])
             .with_tags(vec![DISCOVER_TAG.into()]);
         let recs = match q.map(str::trim).filter(|q| !q.is_empty()) {
