@@ -66,14 +66,19 @@ pub async fn task(
             let events = s.tasks.events(&p, &id, after, Some(EVENT_PAGE))?;
             let artifacts = s.tasks.artifacts(&p, &id)?;
             let marks = s.tasks.marks(&p, &id)?;
-            let cont = s.tasks.continuation(
-                &p,
-                &id,
-                &ContinuationRequest {
-                    budget,
-                    checkpoint: None,
-                },
-            );
+            // Shown in the page when it fails, as the console's error page shows an error: its
+            // code and message, never a backend's text (an internal error is logged).
+            let cont = s
+                .tasks
+                .continuation(
+                    &p,
+                    &id,
+                    &ContinuationRequest {
+                        budget,
+                        checkpoint: None,
+                    },
+                )
+                .map_err(crate::UiError::from);
             Ok((view, events, artifacts, marks, cont))
         })
         .await?;
@@ -155,7 +160,7 @@ pub async fn task(
                     pre class="content" data-testid="continuation" tabindex="0" { (c.text) }
                     details { summary { "Manifest" } (json(&to_json(&c.manifest))) }
                 }
-                Err(e) => { p role="alert" { (e.to_string()) } }
+                Err(e) => { p role="alert" { strong { (e.code) } ": " (e.message) } }
             }
         }
     };
