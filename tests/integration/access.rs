@@ -941,3 +941,53 @@ fn a_project_bound_admin_reads_no_event_of_a_purged_asset() {
     );
     assert!(audit(&admin).contains(&m));
 }
+
+/// An erasure commits in steps (each re-owned asset, then the purge): none starts after the
+/// deadline, as a batch's items (found: once the first step had committed, the rest ran on
+/// past the request's 408). A retry plans again and finishes what is left.
+#[test]
+fn an_erasure_starts_no_step_after_its_deadline() {
+    use registry_core::deadline::{Deadline, begin_commit};
+    use std::time::Duration;
+    let app = TestApp::start();
+    let ann = app.key("acme", "ann", &["writer"], &[]);
+    let shared = id(&write(
+        &app,
+        &ann,
+        json!({"class": "semantic", "scope": "tenant",
+            "content": "The team's standup moved to ten o'clock"}),
+    ));
+    let own = id(&write(
+        &app,
+        &ann,
+        json!({"class": "semantic", "content": "I prefer the window seat"}),
+    ));
+    let mut root = registry_core::Principal::new("acme", "root");
+    root.roles = vec![registry_core::Role::Admin];
+    let services = &app.state.services;
+    let plan = services.plan_erasure(&root, "ann").unwrap();
+    assert!(plan.reown.contains(&shared), "{plan:?}");
+    let owner = || {
+        services
+            .backends
+            .store
+            .get(&shared)
+            .unwrap()
+            .unwrap()
+            .meta
+            .owner
+    };
+    let d = Deadline::after(Duration::from_millis(100));
+    let late = d.run(|| {
+        // An earlier step committed, then the deadline passed.
+        begin_commit().unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        services.erase(&root, plan.clone(), None)
+    });
+    assert!(late.is_err(), "{late:?}");
+    assert_eq!(owner(), "ann");
+    let plan = services.plan_erasure(&root, "ann").unwrap();
+    services.erase(&root, plan, None).unwrap();
+    assert_ne!(owner(), "ann");
+    assert!(services.backends.store.get(&own).unwrap().is_none());
+}

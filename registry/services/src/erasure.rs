@@ -50,6 +50,7 @@ impl Services {
         let mut review = vec![];
         let mut cursor = None;
         loop {
+            registry_core::deadline::check()?;
             let page = store.find(&AssetQuery {
                 tenant: Some(p.tenant.clone()),
                 heads_only: true,
@@ -120,6 +121,9 @@ impl Services {
             .into());
         }
         let reason = reason.unwrap_or_else(|| "subject erasure".to_string());
+        // Each step commits on its own: none starts after the deadline (a retry plans again
+        // and finishes what is left).
+        registry_core::deadline::check_step()?;
         let mut r = self
             .deletions
             .delete(p, &plan.purge, DeletionLevel::Purged, &reason)?;
@@ -135,6 +139,7 @@ impl Services {
         let owner = tenant_owner(&p.tenant);
         let mut done = vec![];
         for id in &plan.reown {
+            registry_core::deadline::check_step()?;
             let Some(head) = store.get(id)? else { continue };
             let mut recs = vec![head];
             if recs[0].meta.kind == AssetKind::Document {
