@@ -15,12 +15,24 @@ use crate::state::AppState;
 
 pub const SKILL_SCHEME: &str = "skill://";
 
-/// The current releases the principal may see, as skills-extension entries.
+/// Skills one listing names at most: the HTTP discover's largest page.
+pub const MAX_LISTED: usize = 200;
+
+/// The current releases the principal may see, as skills-extension entries: at most
+/// [`MAX_LISTED`], each read under the request's deadline. An entry whose release can no longer
+/// be loaded (purged meanwhile) is left out, not the whole list.
 pub fn skills_of(s: &AppState, p: &Principal) -> ApiResult<Vec<Skill>> {
-    let list = s.services.skills.discover(p, None, 1000)?;
+    let list = s.services.skills.discover(p, None, MAX_LISTED)?;
     let mut out = Vec::with_capacity(list.len());
     for entry in list {
-        out.push(skill_entry(s, p, &entry.name)?);
+        registry_core::deadline::check()?;
+        match skill_entry(s, p, &entry.name) {
+            Ok(skill) => out.push(skill),
+            Err(e) if e.code == registry_core::ErrorCode::NotFound => {
+                tracing::warn!(skill = %entry.name, "a listed release could not be loaded");
+            }
+            Err(e) => return Err(e),
+        }
     }
     Ok(out)
 }
