@@ -196,6 +196,21 @@ impl AuditAction {
         )
     }
 
+    /// Whether the event's `asset_id` names something other than a stored asset: a deletion
+    /// receipt (a deletion's levels), a key or a webhook.
+    pub fn names_no_asset(self) -> bool {
+        matches!(
+            self,
+            AuditAction::DeletionRevoke
+                | AuditAction::DeletionPurge
+                | AuditAction::DeletionComplete
+                | AuditAction::KeyCreate
+                | AuditAction::KeyRevoke
+                | AuditAction::WebhookCreate
+                | AuditAction::WebhookDelete
+        )
+    }
+
     /// Something taken out of use at once: a memory, a key, or a deletion's first level.
     pub fn is_revocation(self) -> bool {
         matches!(

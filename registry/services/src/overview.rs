@@ -312,6 +312,15 @@ impl Services {
             // tenant, rule 1).
             Some(r) if global => may_see(p, &r),
             Some(r) => r.meta.scope.project.as_ref().is_none_or(|x| p.member_of(x)),
+            // A receipt, a key or a webhook (never in the asset store): as before, to the
+            // admins this door admits.
+            None if e
+                .draft
+                .audit_action()
+                .is_some_and(AuditAction::names_no_asset) =>
+            {
+                true
+            }
             // Purged: its project and state are gone with it, so only the tenant's unbound
             // admins (answered above) see its events; the event names no project.
             None => false,
