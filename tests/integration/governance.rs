@@ -291,6 +291,14 @@ fn clearance_and_purpose_filter_every_door_before_ranking() {
     let hana_pack = pack_text(&app, &hr, &[], q);
     let hana_id = hana_pack["id"].as_str().unwrap();
     assert!(hana_pack["manifest"].to_string().contains(&hr_mem));
+    // hana's own user through another key, cleared only for `internal`, reads no more: the
+    // clearance is the key's, not the user name's.
+    let hana_low = app.key_with("acme", "hana", &["writer"], |c| {
+        c.clearance = Some("internal".into());
+    });
+    let (s, m) = call(app.get(&hana_low, &format!("/v1/context/{hana_id}")));
+    assert_eq!(s, 200, "{m}");
+    assert!(!m.to_string().contains(&hr_mem), "{m}");
     for (who, key, sees) in [
         ("uncleared admin", &low_admin, false),
         ("admin", &admin, true),

@@ -275,14 +275,15 @@ impl Manifest {
     /// now in `store`), so an uncleared or project-bound admin learns nothing of what it may
     /// not see, and a purged asset leaves no entry.
     ///
-    /// Whoever reads another principal's manifest (an admin reading the tenant's) gets the
-    /// retrieved `items` and `omitted` entries (memories, knowledge chunks) only for the assets
-    /// it may see now ([`registry_core::access::may`] `See`): an admin key cleared for
-    /// `internal` learns no id, scope or hash of a secret memory that was in a user's pack.
+    /// Every reader (an admin reading the tenant's, the pack's user through another key or
+    /// without the headers it compiled with) gets the retrieved `items` and `omitted` entries
+    /// (memories, knowledge chunks) only for the assets it may see now
+    /// ([`registry_core::access::may`] `See`): an admin key cleared for `internal` learns no id,
+    /// scope or hash of a secret memory that was in a user's pack.
     pub fn for_reader(mut self, p: &Principal, store: &dyn AssetStore) -> Result<Manifest> {
-        if !(p.tenant == self.tenant && p.user == self.principal) {
-            self.keep_retrieved_seen_by(p, store)?;
-        }
+        // Every reader, the pack's own user too: clearance belongs to the key, not to the user
+        // name (another key of the same user, cleared for less, reads no more than it may see).
+        self.keep_retrieved_seen_by(p, store)?;
         if self.withheld.is_empty() {
             return Ok(self);
         }
@@ -333,18 +334,30 @@ impl Manifest {
         if ids.is_empty() {
             return Ok(());
         }
-        let seen: HashSet<String> = store
-            .find(&registry_core::store::AssetQuery {
-                ids: Some(ids),
-                heads_only: true,
-                ..Default::default()
-            })?
+        // The pack's own user keeps what it was served, under whatever headers it reads its
+        // manifest, unless the reading key is not cleared for it (or the asset is gone: then
+        // only its own record of it stays); anyone else keeps what it may see now.
+        let own = p.tenant == self.tenant && p.user == self.principal;
+        let recs = store.find(&registry_core::store::AssetQuery {
+            ids: Some(ids),
+            heads_only: true,
+            ..Default::default()
+        })?;
+        let stored: HashSet<String> = recs.iter().map(|r| r.meta.id.clone()).collect();
+        let seen: HashSet<String> = recs
             .into_iter()
-            .filter(|r| registry_core::access::may(p, registry_core::access::Action::See, &r.meta))
+            .filter(|r| {
+                if own {
+                    p.cleared_for(&r.meta.scope, r.meta.sensitivity)
+                } else {
+                    registry_core::access::may(p, registry_core::access::Action::See, &r.meta)
+                }
+            })
             .map(|r| r.meta.id)
             .collect();
-        let keep =
-            |t: &str, id: &Option<String>| retrieved(t, id).is_none_or(|id| seen.contains(&id));
+        let keep = |t: &str, id: &Option<String>| {
+            retrieved(t, id).is_none_or(|id| seen.contains(&id) || (own && !stored.contains(&id)))
+        };
         self.items.retain(|i| keep(&i.source_type, &i.source_id));
         self.omitted.retain(|o| keep(&o.source_type, &o.source_id));
         Ok(())
