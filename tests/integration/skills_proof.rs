@@ -678,6 +678,20 @@ fn run_reports_are_idempotent_checked_scoped_and_purged_with_their_version_or_ta
     );
     assert_eq!(s, 200, "{receipt}");
     assert!(store.get(&run9).unwrap().is_none(), "{receipt}");
+    // Another user's task of the same tenant, which the reporter may not see, is not linked:
+    // its deletion leaves the run alone.
+    let carl = app.key("acme", "carl", &["writer"], &[]);
+    let (s, ct) = call(app.post(&carl, "/v1/tasks", &json!({"goal": "carl's work"})));
+    assert_eq!(s, 201, "{ct}");
+    let ct_id = ct["id"].as_str().unwrap().to_string();
+    let mut body10 = run("run-10", &d1, "success", 3);
+    body10["task"] = json!(ct_id);
+    let (s, b10) = report(&app, &bot, "tally", "1.0.0", &body10);
+    assert_eq!(s, 200, "{b10}");
+    let (s, receipt) = call(app.delete(&carl, &format!("/v1/tasks/{ct_id}")));
+    assert_eq!(s, 200, "{receipt}");
+    let run10 = b10["id"].as_str().unwrap().to_string();
+    assert!(store.get(&run10).unwrap().is_some(), "{receipt}");
 
     // A draft's runs go with it (its author may load it, so may report on it).
     let (b2, _) = pack(&make_skill(
@@ -726,8 +740,30 @@ fn an_authors_own_runs_neither_raise_its_figures_nor_hide_a_regression() {
     let rita = app.key("acme", "rita", &["reviewer"], &[]);
     let bot = app.key("acme", "bot", &["reader"], &[]);
     let (bytes, _) = pack(&make_skill(tmp.path(), "padded", "1.0.0", ONE_TEST, "v1"));
+    // A tester's successes on the draft, before release: kept (seen by who may see the draft)
+    // but counted for no one, so the flag and every reader's figures agree.
+    let (s, draft) = publish(&app, &ann, &bytes, None);
+    assert_eq!(s, 201, "{draft}");
+    let tester = app.tester_for(&ann);
+    for i in 0..10 {
+        let (s, b) = report(
+            &app,
+            &tester,
+            "padded",
+            "1.0.0",
+            &run(
+                &format!("t-{i}"),
+                draft["digest"].as_str().unwrap(),
+                "success",
+                5,
+            ),
+        );
+        assert_eq!(s, 200, "{b}");
+    }
     let v = release(&app, &ann, &rita, &bytes, None);
     let digest = v["digest"].as_str().unwrap().to_string();
+    let (_, by_tester) = call(app.get(&tester, &vpath("padded", "1.0.0", "runs/summary")));
+    assert_eq!(by_tester["stats"]["runs"], 0, "{by_tester}");
     for i in 0..40 {
         let (s, b) = report(
             &app,

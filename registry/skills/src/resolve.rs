@@ -59,7 +59,8 @@ pub(crate) fn admits(p: &Principal, l: &Loaded) -> bool {
 /// Whether a stored skill version (a record already admitted by [`Principal::can_see`]) may be
 /// listed to `p`: the same rule 1 as every load, for doors that list names (the console). A
 /// body this release cannot read stays listed to whoever governs its scope, so that an admin
-/// can find and delete it; nobody else learns of it.
+/// learns of it (the skills doors answer its name with an internal error until an operator
+/// repairs or purges it); nobody else learns of it.
 pub fn may_list(p: &Principal, rec: &AssetRecord) -> bool {
     match Loaded::of(rec.clone()) {
         Ok(l) => admits(p, &l),

@@ -107,6 +107,10 @@ pub struct RunBody {
     pub at: DateTime<Utc>,
     /// sha256 over the report as sent (with the name and version), for idempotency.
     pub request_sha256: String,
+    /// Reported while the version was a draft: kept (and seen only by who may see the draft)
+    /// but not counted in its figures or its Observe flag, for anyone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pre_release: bool,
 }
 
 /// A recorded run, as every door answers it (a retry gets the same).
@@ -413,6 +417,7 @@ impl SkillsService {
             reported_by: p.user.clone(),
             at: Utc::now(),
             request_sha256: hash.clone(),
+            pre_release: !crate::resolve::holds_version(&l),
         };
         let mut meta = AssetMeta::new(
             AssetKind::SkillRun,
@@ -450,14 +455,19 @@ impl SkillsService {
                 child_store: ChildStore::Assets,
             }),
         ];
-        // A run reported for a registry task of the reporter's tenant is derived from that task
-        // too, whatever headers the report came with (a session task is seen only under its
-        // `X-Session`): deleting the task, by any door (its route, retention, an erasure),
-        // reaches the run. The answer is the same either way.
+        // A run reported for a registry task the reporter may see is derived from that task
+        // too, whether or not the report came with the task's `X-Session` (a session task is
+        // seen only under it; the project and user boundaries still hold): deleting the task,
+        // by any door (its route, retention, an erasure), reaches the run. The answer is the
+        // same either way.
         if let Some(task) = req.task.as_deref()
             && let Some(t) = self.store.get(task)?
             && t.meta.kind == AssetKind::Task
-            && t.meta.scope.tenant.as_deref() == Some(p.tenant.as_str())
+            && {
+                let mut in_session = p.clone();
+                in_session.session = t.meta.scope.session.clone();
+                registry_core::access::may(&in_session, registry_core::access::Action::See, &t.meta)
+            }
         {
             ops.push(WriteOp::AddEdge(DerivationEdge {
                 parent: t.meta.id.clone(),
@@ -476,8 +486,8 @@ impl SkillsService {
         )));
         self.store.commit(ops)?;
         drop(_guard);
-        // The author's own runs are not counted: its report changes no figure.
-        if !by_author(&l, &body) {
+        // The author's own runs and a draft's are not counted: its report changes no figure.
+        if !by_author(&l, &body) && !body.pre_release {
             let mut all = existing;
             all.push(body.clone());
             flag_if_regressing(self, p, &l, &all)?;
@@ -611,9 +621,13 @@ fn by_author(l: &Loaded, r: &RunBody) -> bool {
     l.rec.meta.scope.tenant.is_some() && r.reported_by == l.body.author
 }
 
-/// The runs of `l` that count in its figures: every one but its author's.
+/// The runs of `l` that count in its figures: every one but its author's and those reported
+/// before its release (whose ACL keeps them from most readers: counting them would make the
+/// flag disagree with the figures a reader is shown).
 fn counted(l: &Loaded, runs: Vec<RunBody>) -> Vec<RunBody> {
-    runs.into_iter().filter(|r| !by_author(l, r)).collect()
+    runs.into_iter()
+        .filter(|r| !by_author(l, r) && !r.pre_release)
+        .collect()
 }
 
 /// Refuses a report when the version's runs (in the reporter's view scope) or the reporter's
@@ -737,6 +751,7 @@ mod tests {
             reported_by: reporter.into(),
             at: Utc::now(),
             request_sha256: String::new(),
+            pre_release: false,
         }
     }
 
