@@ -51,18 +51,33 @@ impl SkillsService {
                 recs
             }
             None => {
-                let mut recs = self.store.find(&AssetQuery {
-                    kind: Some(AssetKind::SkillVersion),
-                    scope_keys: Some(p.visible_scope_keys()),
-                    statuses: Some(vec![AssetStatus::Active]),
-                    heads_only: true,
-                    ..Default::default()
-                })?;
-                recs.retain(|r| {
-                    r.lookup_key
-                        .as_deref()
-                        .is_some_and(|k| k.starts_with(RELEASE_PREFIX))
-                });
+                // Page by page under the request's deadline, keeping only the release
+                // pointers: the versions' bodies are never all held at once.
+                let mut recs = vec![];
+                let mut cursor = None;
+                loop {
+                    registry_core::deadline::check()?;
+                    let page = self.store.find(&AssetQuery {
+                        kind: Some(AssetKind::SkillVersion),
+                        scope_keys: Some(p.visible_scope_keys()),
+                        statuses: Some(vec![AssetStatus::Active]),
+                        heads_only: true,
+                        after: cursor.clone(),
+                        limit: Some(1000),
+                        ..Default::default()
+                    })?;
+                    let Some(last) = page.last() else { break };
+                    cursor = Some((
+                        last.meta.created_at,
+                        last.meta.id.clone(),
+                        last.meta.version,
+                    ));
+                    recs.extend(page.into_iter().filter(|r| {
+                        r.lookup_key
+                            .as_deref()
+                            .is_some_and(|k| k.starts_with(RELEASE_PREFIX))
+                    }));
+                }
                 recs.sort_by(|a, b| a.lookup_key.cmp(&b.lookup_key));
                 recs
             }
