@@ -1126,11 +1126,7 @@ impl KnowledgeService {
                 ..Default::default()
             })?;
             let Some(last) = page.last() else { break };
-            cursor = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            cursor = Some(last.position());
             for r in page.iter().filter(|r| p.can_see(&r.meta)) {
                 out.push(Self::summary(r)?.0);
                 if out.len() == limit {

@@ -351,6 +351,18 @@ pub struct AssetRecord {
     pub body: serde_json::Value,
 }
 
+impl AssetRecord {
+    /// This record's place in [`crate::store::AssetQuery`]'s order (created_at, id, version):
+    /// the `after` of the next page when it is the last of one.
+    pub fn position(&self) -> (DateTime<Utc>, AssetId, u32) {
+        (
+            self.meta.created_at,
+            self.meta.id.clone(),
+            self.meta.version,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -59,11 +59,7 @@ impl Services {
                 ..Default::default()
             })?;
             let Some(last) = page.last() else { break };
-            cursor = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            cursor = Some(last.position());
             for r in page {
                 let about_subject = r.meta.kind == AssetKind::Memory
                     && r.body

@@ -266,11 +266,7 @@ impl Services {
                     ..Default::default()
                 })?;
                 let Some(last) = page.last() else { break };
-                after = Some((
-                    last.meta.created_at,
-                    last.meta.id.clone(),
-                    last.meta.version,
-                ));
+                after = Some(last.position());
                 let ids: Vec<String> = page.iter().map(|r| r.meta.id.clone()).collect();
                 let missing = b.vectors.missing(&ids)?;
                 if !missing.is_empty() {

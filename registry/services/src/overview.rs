@@ -141,11 +141,7 @@ impl Services {
                 ..Default::default()
             })?;
             let Some(last) = page.last() else { break };
-            cursor = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            cursor = Some(last.position());
             for r in page.iter().filter(|r| may_see(p, r)) {
                 // Release pointers are bookkeeping of the skills domain, not assets of their own.
                 if r.meta.kind == AssetKind::SkillVersion
@@ -203,11 +199,7 @@ impl Services {
             let Some(last) = page.last() else {
                 return Ok((out, None));
             };
-            cursor = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            cursor = Some(last.position());
             for r in page.into_iter().filter(|r| may_see(p, r)) {
                 if out.len() == limit {
                     let next = out.last().map(|r: &AssetRecord| r.meta.id.clone());
@@ -232,11 +224,7 @@ impl Services {
                 ..Default::default()
             })?;
             let Some(last) = page.last() else { break };
-            cursor = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            cursor = Some(last.position());
             for r in page.iter().filter(|r| may_see(p, r)) {
                 if let Some(k) = r
                     .lookup_key

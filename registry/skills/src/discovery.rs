@@ -67,11 +67,7 @@ impl SkillsService {
                         ..Default::default()
                     })?;
                     let Some(last) = page.last() else { break };
-                    cursor = Some((
-                        last.meta.created_at,
-                        last.meta.id.clone(),
-                        last.meta.version,
-                    ));
+                    cursor = Some(last.position());
                     recs.extend(page.into_iter().filter(|r| {
                         r.lookup_key
                             .as_deref()

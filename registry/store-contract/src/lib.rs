@@ -1190,11 +1190,7 @@ pub fn find_pages_in_created_id_version_order(make: Factory<'_>) {
             );
             assert!(rows.len() <= page, "{c}: a page longer than its limit");
             let Some(last) = rows.last() else { break };
-            after = Some((
-                last.meta.created_at,
-                last.meta.id.clone(),
-                last.meta.version,
-            ));
+            after = Some(last.position());
             seen.extend(versions(&rows));
         }
         assert_eq!(seen, want_keys, "{c}: pages of {page} walk every row once");
