@@ -284,6 +284,16 @@ impl Manifest {
         // Every reader, the pack's own user too: clearance belongs to the key, not to the user
         // name (another key of the same user, cleared for less, reads no more than it may see).
         self.keep_retrieved_seen_by(p, store)?;
+        self.withheld_for(p, store)
+    }
+
+    /// `withheld` as `p` may read it (see [`Self::for_reader`]). Alone, for the caller's view
+    /// of a pack just compiled for it: its items were retrieved under its key a moment ago.
+    pub(crate) fn withheld_for(
+        mut self,
+        p: &Principal,
+        store: &dyn AssetStore,
+    ) -> Result<Manifest> {
         if self.withheld.is_empty() {
             return Ok(self);
         }
@@ -753,7 +763,10 @@ fn validate(req: &PackRequest) -> Result<()> {
 pub fn compile(state: &ContextService, p: &Principal, req: &PackRequest) -> Result<Pack> {
     let (pack, assets) = build(state, p, req)?;
     // The caller's view first: nothing is stored or counted for a pack that is not answered.
-    let view = pack.manifest.clone().for_reader(p, state.store.as_ref())?;
+    let view = pack
+        .manifest
+        .clone()
+        .withheld_for(p, state.store.as_ref())?;
     // What the pack serves counts as used, and only that.
     let served: Vec<String> = pack
         .manifest
