@@ -974,14 +974,9 @@ fn a_platform_draft_is_not_in_a_tenants_audit_until_released() {
     assert!(audit(&admin).contains(&id));
 }
 
-/// Promoting is moving a release too: another writer who may see the draft (a writer who also
-/// tests) may not promote the author's approved version over the current release, through the
-/// HTTP door nor the console's (found: any such writer could); the author may.
-#[test]
-fn a_writer_cannot_promote_another_authors_approved_version() {
-    let mut r = released();
-    r.bob = r.app.key("acme", "carl", &["writer", "tester"], &[]);
-    let app = &r.app;
+/// ann's `1.2.0` of [`BOOK`] beside the releases: published, tested and approved by rita, ready
+/// to be promoted.
+fn approve_next(r: &Released) {
     let tmp = tempfile::tempdir().unwrap();
     let (bytes, _) = pack(&make_skill(
         tmp.path(),
@@ -990,15 +985,26 @@ fn a_writer_cannot_promote_another_authors_approved_version() {
         ONE_TEST,
         "Revision 1.2.0.",
     ));
-    let (s, v) = publish(app, &r.ann, &bytes, None);
+    let (s, v) = publish(&r.app, &r.ann, &bytes, None);
     assert_eq!(s, 201, "{v}");
-    crate::skills::record_test_evidence(app, &r.ann, &r.rita, &v, &|x| x);
-    let (s, b) = call(app.post(
+    crate::skills::record_test_evidence(&r.app, &r.ann, &r.rita, &v, &|x| x);
+    let (s, b) = call(r.app.post(
         &r.rita,
         &vpath(BOOK, "1.2.0", "review"),
         &json!({"decision": "approve", "comment": "ok"}),
     ));
     assert_eq!(s, 200, "{b}");
+}
+
+/// Promoting is moving a release too: another writer who may see the draft (a writer who also
+/// tests) may not promote the author's approved version over the current release, through the
+/// HTTP door nor the console's (found: any such writer could); the author may.
+#[test]
+fn a_writer_cannot_promote_another_authors_approved_version() {
+    let mut r = released();
+    r.bob = r.app.key("acme", "carl", &["writer", "tester"], &[]);
+    let app = &r.app;
+    approve_next(&r);
     refused(call(app.post(
         &r.bob,
         &vpath(BOOK, "1.2.0", "promote"),
@@ -1030,23 +1036,7 @@ fn a_writer_cannot_promote_another_authors_approved_version() {
 fn console_work_stops_at_the_shutdown_as_the_apis_does() {
     let r = released();
     let app = &r.app;
-    let tmp = tempfile::tempdir().unwrap();
-    let (bytes, _) = pack(&make_skill(
-        tmp.path(),
-        BOOK,
-        "1.2.0",
-        ONE_TEST,
-        "Revision 1.2.0.",
-    ));
-    let (s, v) = publish(app, &r.ann, &bytes, None);
-    assert_eq!(s, 201, "{v}");
-    crate::skills::record_test_evidence(app, &r.ann, &r.rita, &v, &|x| x);
-    let (s, b) = call(app.post(
-        &r.rita,
-        &vpath(BOOK, "1.2.0", "review"),
-        &json!({"decision": "approve", "comment": "ok"}),
-    ));
-    assert_eq!(s, 200, "{b}");
+    approve_next(&r);
     let ann = console_session(app, &r.ann);
     let (_, page) = console_get(app, &ann, &format!("/ui/skills/{BOOK}"));
     let csrf = csrf_of(&page);
