@@ -1102,7 +1102,7 @@ impl KnowledgeService {
         limit: usize,
         after: Option<&str>,
     ) -> Result<Vec<DocumentSummary>> {
-        let mut cursor = match after {
+        let cursor = match after {
             None => None,
             Some(id) => {
                 let r = self
@@ -1116,17 +1116,16 @@ impl KnowledgeService {
             }
         };
         let mut out = vec![];
-        loop {
-            let page = self.store.find(&AssetQuery {
-                kind: Some(AssetKind::Document),
-                scope_keys: Some(p.visible_scope_keys()),
-                heads_only: true,
-                after: cursor.clone(),
-                limit: Some(limit.max(50)),
-                ..Default::default()
-            })?;
-            let Some(last) = page.last() else { break };
-            cursor = Some(last.position());
+        let query = AssetQuery {
+            kind: Some(AssetKind::Document),
+            scope_keys: Some(p.visible_scope_keys()),
+            heads_only: true,
+            after: cursor,
+            limit: Some(limit.max(50)),
+            ..Default::default()
+        };
+        for page in registry_core::store::pages(&*self.store, query) {
+            let page = page?;
             for r in page.iter().filter(|r| p.can_see(&r.meta)) {
                 out.push(Self::summary(r)?.0);
                 if out.len() == limit {

@@ -70,6 +70,39 @@ pub struct AssetQuery {
     pub limit: Option<usize>,
 }
 
+/// Rows per page of [`pages`] when its query sets no limit.
+pub const PAGE: usize = 1000;
+
+/// What `query` matches, a page at a time in [`AssetQuery`]'s order (`query.limit` rows per
+/// page, [`PAGE`] when unset): each page starts after the last row of the one before, so the
+/// whole set is never held at once. Ends after the first empty page or the first error.
+pub fn pages<S: AssetStore + ?Sized>(
+    store: &S,
+    mut query: AssetQuery,
+) -> impl Iterator<Item = CoreResult<Vec<AssetRecord>>> + '_ {
+    query.limit = Some(query.limit.unwrap_or(PAGE));
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        match store.find(&query) {
+            Ok(page) => {
+                let Some(last) = page.last() else {
+                    done = true;
+                    return None;
+                };
+                query.after = Some(last.position());
+                Some(Ok(page))
+            }
+            Err(e) => {
+                done = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
 /// What a physical purge removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PurgeCounts {

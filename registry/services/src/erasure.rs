@@ -11,7 +11,7 @@ use registry_core::asset::{AssetId, AssetKind};
 use registry_core::audit::{AuditAction, AuditDraft};
 use registry_core::deletion::{DeletionLevel, Receipt};
 use registry_core::principal::Principal;
-use registry_core::store::{AssetQuery, WriteOp};
+use registry_core::store::{AssetQuery, WriteOp, pages};
 use registry_core::{CoreError, Relation};
 use serde::Serialize;
 
@@ -48,19 +48,14 @@ impl Services {
         let mut purge = vec![];
         let mut reown = vec![];
         let mut review = vec![];
-        let mut cursor = None;
-        loop {
+        let query = AssetQuery {
+            tenant: Some(p.tenant.clone()),
+            heads_only: true,
+            ..Default::default()
+        };
+        for page in pages(&**store, query) {
             registry_core::deadline::check()?;
-            let page = store.find(&AssetQuery {
-                tenant: Some(p.tenant.clone()),
-                heads_only: true,
-                after: cursor.clone(),
-                limit: Some(1000),
-                ..Default::default()
-            })?;
-            let Some(last) = page.last() else { break };
-            cursor = Some(last.position());
-            for r in page {
+            for r in page? {
                 let about_subject = r.meta.kind == AssetKind::Memory
                     && r.body
                         .get("subject")

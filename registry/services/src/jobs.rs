@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use registry_core::asset::{AssetKind, AssetStatus};
 use registry_core::deletion::DeletionLevel;
-use registry_core::store::AssetQuery;
+use registry_core::store::{AssetQuery, PAGE, pages};
 use registry_core::{FieldError, FieldReason};
 use serde::{Deserialize, Serialize};
 
@@ -251,22 +251,18 @@ impl Services {
         let b = &self.backends;
         let mut counts = (0, 0);
         for kind in [AssetKind::Memory, AssetKind::Chunk] {
-            let mut after = None;
-            loop {
-                let page = b.store.find(&AssetQuery {
-                    kind: Some(kind),
-                    statuses: Some(vec![
-                        AssetStatus::Active,
-                        AssetStatus::Confirmed,
-                        AssetStatus::Deprecated,
-                    ]),
-                    heads_only: true,
-                    after: after.clone(),
-                    limit: Some(1000),
-                    ..Default::default()
-                })?;
-                let Some(last) = page.last() else { break };
-                after = Some(last.position());
+            let query = AssetQuery {
+                kind: Some(kind),
+                statuses: Some(vec![
+                    AssetStatus::Active,
+                    AssetStatus::Confirmed,
+                    AssetStatus::Deprecated,
+                ]),
+                heads_only: true,
+                ..Default::default()
+            };
+            for page in pages(&*b.store, query) {
+                let page = page?;
                 let ids: Vec<String> = page.iter().map(|r| r.meta.id.clone()).collect();
                 let missing = b.vectors.missing(&ids)?;
                 if !missing.is_empty() {
@@ -282,7 +278,7 @@ impl Services {
                         _ => counts.1 += self.knowledge.reindex_only(Some(missing))?,
                     }
                 }
-                if page.len() < 1000 {
+                if page.len() < PAGE {
                     break;
                 }
             }

@@ -13,7 +13,7 @@ use registry_core::asset::{AssetKind, AssetRecord};
 use registry_core::audit::{AuditAction, AuditEvent, Verification};
 use registry_core::deletion::Receipt;
 use registry_core::principal::{ALL_PROJECTS, Principal, Role};
-use registry_core::store::{AssetQuery, StoredManifest};
+use registry_core::store::{AssetQuery, StoredManifest, pages};
 use serde::Serialize;
 
 use crate::{Error, Result, Services};
@@ -129,19 +129,15 @@ impl Services {
     pub fn asset_counts(&self, p: &Principal) -> Result<AssetCounts> {
         let store = &self.backends.store;
         let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-        let mut cursor = None;
         let mut seen = 0usize;
         let mut truncated = false;
-        loop {
-            let page = store.find(&AssetQuery {
-                scope_keys: Some(p.visible_scope_keys()),
-                heads_only: true,
-                after: cursor.clone(),
-                limit: Some(1000),
-                ..Default::default()
-            })?;
-            let Some(last) = page.last() else { break };
-            cursor = Some(last.position());
+        let query = AssetQuery {
+            scope_keys: Some(p.visible_scope_keys()),
+            heads_only: true,
+            ..Default::default()
+        };
+        for page in pages(&**store, query) {
+            let page = page?;
             for r in page.iter().filter(|r| may_see(p, r)) {
                 // Release pointers are bookkeeping of the skills domain, not assets of their own.
                 if r.meta.kind == AssetKind::SkillVersion
@@ -179,7 +175,7 @@ impl Services {
         let store = &self.backends.store;
         let limit = limit.clamp(1, 1000);
         // A cursor the caller cannot see answers 404, like the asset itself.
-        let mut cursor = match after {
+        let cursor = match after {
             None => None,
             Some(id) => {
                 let r = self.visible_asset(p, id)?;
@@ -187,20 +183,16 @@ impl Services {
             }
         };
         let mut out = vec![];
-        loop {
-            let page = store.find(&AssetQuery {
-                kind,
-                scope_keys: Some(p.visible_scope_keys()),
-                heads_only: true,
-                after: cursor.clone(),
-                limit: Some(limit.max(50) + 1),
-                ..Default::default()
-            })?;
-            let Some(last) = page.last() else {
-                return Ok((out, None));
-            };
-            cursor = Some(last.position());
-            for r in page.into_iter().filter(|r| may_see(p, r)) {
+        let query = AssetQuery {
+            kind,
+            scope_keys: Some(p.visible_scope_keys()),
+            heads_only: true,
+            after: cursor,
+            limit: Some(limit.max(50) + 1),
+            ..Default::default()
+        };
+        for page in pages(&**store, query) {
+            for r in page?.into_iter().filter(|r| may_see(p, r)) {
                 if out.len() == limit {
                     let next = out.last().map(|r: &AssetRecord| r.meta.id.clone());
                     return Ok((out, next));
@@ -208,23 +200,20 @@ impl Services {
                 out.push(r);
             }
         }
+        Ok((out, None))
     }
 
     /// The names of the skills `p` may see a version of, sorted.
     pub fn skill_names(&self, p: &Principal) -> Result<Vec<String>> {
         let mut names = std::collections::BTreeSet::new();
-        let mut cursor = None;
-        loop {
-            let page = self.backends.store.find(&AssetQuery {
-                kind: Some(AssetKind::SkillVersion),
-                scope_keys: Some(p.visible_scope_keys()),
-                heads_only: true,
-                after: cursor.clone(),
-                limit: Some(1000),
-                ..Default::default()
-            })?;
-            let Some(last) = page.last() else { break };
-            cursor = Some(last.position());
+        let query = AssetQuery {
+            kind: Some(AssetKind::SkillVersion),
+            scope_keys: Some(p.visible_scope_keys()),
+            heads_only: true,
+            ..Default::default()
+        };
+        for page in pages(&*self.backends.store, query) {
+            let page = page?;
             for r in page.iter().filter(|r| may_see(p, r)) {
                 if let Some(k) = r
                     .lookup_key

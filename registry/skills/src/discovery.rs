@@ -54,21 +54,16 @@ impl SkillsService {
                 // Page by page under the request's deadline, keeping only the release
                 // pointers: the versions' bodies are never all held at once.
                 let mut recs = vec![];
-                let mut cursor = None;
-                loop {
+                let query = AssetQuery {
+                    kind: Some(AssetKind::SkillVersion),
+                    scope_keys: Some(p.visible_scope_keys()),
+                    statuses: Some(vec![AssetStatus::Active]),
+                    heads_only: true,
+                    ..Default::default()
+                };
+                for page in registry_core::store::pages(&*self.store, query) {
                     registry_core::deadline::check()?;
-                    let page = self.store.find(&AssetQuery {
-                        kind: Some(AssetKind::SkillVersion),
-                        scope_keys: Some(p.visible_scope_keys()),
-                        statuses: Some(vec![AssetStatus::Active]),
-                        heads_only: true,
-                        after: cursor.clone(),
-                        limit: Some(1000),
-                        ..Default::default()
-                    })?;
-                    let Some(last) = page.last() else { break };
-                    cursor = Some(last.position());
-                    recs.extend(page.into_iter().filter(|r| {
+                    recs.extend(page?.into_iter().filter(|r| {
                         r.lookup_key
                             .as_deref()
                             .is_some_and(|k| k.starts_with(RELEASE_PREFIX))

@@ -1194,6 +1194,20 @@ pub fn find_pages_in_created_id_version_order(make: Factory<'_>) {
             seen.extend(versions(&rows));
         }
         assert_eq!(seen, want_keys, "{c}: pages of {page} walk every row once");
+        // The shared pager walks the same rows the same way.
+        let paged: Vec<_> = registry_core::store::pages(
+            s,
+            AssetQuery {
+                limit: Some(page),
+                ..Default::default()
+            },
+        )
+        .flat_map(|rows| versions(&ok(c, "a page", rows)))
+        .collect();
+        assert_eq!(
+            paged, want_keys,
+            "{c}: pages() of {page} walks every row once"
+        );
     }
     // A position between rows: everything after it, none of it.
     let rest = ok(
